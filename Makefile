@@ -1,0 +1,42 @@
+# The two commands of the README:
+#   make demo   runs the main job on built-in data
+#   make test   runs the whole test suite (serial, then under mpiexec at 2 and 3 ranks)
+# Both create or refresh the virtual environment .venv from pyproject.toml.
+
+PYTHON  ?= python3
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+MPIEXEC := $(VENV)/bin/mpiexec
+STAMP   := $(VENV)/.installed
+# pytest exits 5 when it collects nothing; that is not a failure of a partial run.
+PYTEST_OK := || [ $$? -eq 5 ]
+
+.PHONY: venv demo test test-serial test-mpi bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,plot]'
+	touch $@
+
+demo: $(STAMP)
+	$(PY) -m mpisgd demo
+
+# The serial run also fills numba's cache, so the MPI ranks never race to compile.
+test: test-serial test-mpi
+
+test-serial: $(STAMP)
+	$(PY) -m pytest -q
+
+test-mpi: $(STAMP)
+	$(MPIEXEC) -n 2 $(PY) -m pytest -q --only-mpi -p no:cacheprovider $(PYTEST_OK)
+	$(MPIEXEC) -n 3 $(PY) -m pytest -q --only-mpi -p no:cacheprovider $(PYTEST_OK)
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info
+	find . -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,5 @@
+import sys
+
+from mpisgd.cli import main
+
+sys.exit(main())

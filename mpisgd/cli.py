@@ -1,0 +1,79 @@
+"""Command line: ``mpisgd <command> ...`` and ``python -m mpisgd``.
+
+Each subcommand lives in ``mpisgd/commands/<name>.py`` and provides
+``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+Command modules import their heavy dependencies inside ``run`` so that
+``--help`` stays fast.
+
+Under MPI (``mpiexec -n K python -m mpi4py -m mpisgd ...``) a user error on
+any rank prints that rank's message and aborts the whole job with a non-zero
+exit, so that the other ranks never hang waiting for it.
+"""
+
+import argparse
+import importlib
+import sys
+
+from mpisgd.errors import MpisgdError
+
+COMMANDS = ("fit", "eval", "prep", "train", "simulate", "plot")
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="mpisgd",
+        description="Communication-efficient distributed online learning of "
+        "sparse linear models.",
+    )
+    from mpisgd import __version__
+
+    parser.add_argument("--version", action="version", version=f"mpisgd {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"mpisgd.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"mpisgd.commands.{name}":
+                raise
+            continue  # command not built yet
+        p = sub.add_parser(
+            name,
+            help=module.HELP,
+            description=module.HELP,
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        )
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def _mpi_world_size():
+    """Size of MPI_COMM_WORLD if MPI is already initialized, else 1."""
+    mpi4py = sys.modules.get("mpi4py.MPI")
+    if mpi4py is None or not mpi4py.Is_initialized() or mpi4py.Is_finalized():
+        return 1
+    return mpi4py.COMM_WORLD.Get_size()
+
+
+def _fail(message, code):
+    """Report a user error; under MPI with several ranks, abort the job."""
+    size = _mpi_world_size()
+    if size > 1:
+        from mpi4py import MPI
+
+        rank = MPI.COMM_WORLD.Get_rank()
+        print(f"mpisgd: error (rank {rank}): {message}", file=sys.stderr, flush=True)
+        MPI.COMM_WORLD.Abort(code)
+    print(f"mpisgd: error: {message}", file=sys.stderr, flush=True)
+    return code
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except MpisgdError as exc:
+        return _fail(str(exc), 2)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
