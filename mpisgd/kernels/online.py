@@ -1,0 +1,143 @@
+"""Online SGD for k learners whose models are kept relative to a shared
+reference r (ALGORITHMS.md §5), so that the distance ‖w_l − r‖² a
+synchronization protocol checks costs O(1).
+
+Learner l holds w_l = α_l·r + s_l·v_l and a bias b_l. One step
+w ← (1 − γλ)·w − γ·g·x becomes α ← (1 − γλ)α, s ← (1 − γλ)s,
+v ← v − (γ·g/s)·x: scalars plus a sparse update of v. With R = ‖r‖²,
+P = r·v and Q = ‖v‖² (P and Q updated on the touched coordinates):
+
+    ‖w − r‖² = (α − 1)²R + 2(α − 1)·s·P + s²·Q + (b − r_b)²
+
+Averaging (ASGD) keeps Σ_i w_i without dense work per step. Since
+r changes only at a flush, Σ_i w_i = A + (Σα_i)·r + Σ_i s_i·v_i, and with
+S_i = Σ_{j≤i} s_j and δ_i the change of v at step i,
+
+    Σ_{i≤T} s_i·v_i = S_T·v_T − U_T,    U_T = Σ_{i≤T} S_{i−1}·δ_i
+
+so U takes the same sparse update as v. A flush (at every change of r or
+of v from outside, and when s is rescaled) folds these into the dense A.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from mpisgd.kernels.losses import dloss, loss
+from mpisgd.kernels.schedules import eta
+
+# Fold s back into v (a dense O(n) step) when it falls below this; as in
+# Bottou's svmsgd, whose bound keeps v, and so U, within 1e5 of w.
+S_MIN = 1e-5
+
+
+@njit(cache=True)
+def flush_average(l, alpha_sum, s_sum, V, U, A, r):
+    """A_l += (Σα)·r + S·v_l − U_l; the running sums restart at 0."""
+    a, ss = alpha_sum[l], s_sum[l]
+    for j in range(V.shape[1]):
+        A[l, j] += a * r[j] + ss * V[l, j] - U[l, j]
+        U[l, j] = 0.0
+    alpha_sum[l] = 0.0
+    s_sum[l] = 0.0
+
+
+@njit(cache=True)
+def exact_pq(l, V, r, P, Q):
+    """Recompute P_l = r·v_l and Q_l = ‖v_l‖² densely."""
+    p = 0.0
+    q = 0.0
+    for j in range(V.shape[1]):
+        p += r[j] * V[l, j]
+        q += V[l, j] * V[l, j]
+    P[l] = p
+    Q[l] = q
+
+
+@njit(cache=True)
+def learn_rows(
+    indptr, indices, data, y, owner,
+    alpha, s, V, bias, P, Q, steps,
+    A, U, alpha_sum, s_sum, bias_sum, n_avg,
+    r, loss_code, loss_param, schedule, eta0, lam, t0, power,
+    fit_intercept, regularize_bias, average, classification, ties_are_errors,
+    loss_sum, errors, examples,
+):  # fmt: skip
+    """Predict, charge, then learn from each row i with learner owner[i].
+
+    Returns -1, or the index of the first row whose prediction or update is
+    not finite (the run diverged; nothing after it is processed).
+    """
+    for i in range(y.shape[0]):
+        l = owner[i]
+        lo, hi = indptr[i], indptr[i + 1]
+        rx = 0.0
+        vx = 0.0
+        for jj in range(lo, hi):
+            j = indices[jj]
+            rx += r[j] * data[jj]
+            vx += V[l, j] * data[jj]
+        p = alpha[l] * rx + s[l] * vx + bias[l]  # p = w·x + b
+        yi = y[i]
+        if not math.isfinite(p):
+            return i
+        loss_sum[l] += loss(loss_code, p, yi, loss_param)
+        if classification and (p * yi < 0.0 or (p == 0.0 and ties_are_errors)):
+            errors[l] += 1
+        examples[l] += 1
+        steps[l] += 1
+        gamma = eta(schedule, steps[l], eta0, lam, t0, power)
+        g = dloss(loss_code, p, yi, loss_param)
+        decay = 1.0 - gamma * lam
+        if not (decay >= 0.0 and math.isfinite(gamma * g)):
+            return i
+        if decay == 0.0:  # γλ = 1 (1/(λt) at t = 1): w ← −γg·x forgets w entirely
+            if average:
+                flush_average(l, alpha_sum, s_sum, V, U, A, r)
+            V[l, :] = 0.0
+            alpha[l] = 0.0
+            s[l] = 1.0
+            P[l] = 0.0
+            Q[l] = 0.0
+        else:
+            alpha[l] *= decay  # α ← (1 − γλ)α
+            s[l] *= decay  # s ← (1 − γλ)s
+        if fit_intercept:
+            if regularize_bias:
+                bias[l] *= decay
+            bias[l] -= gamma * g  # b ← b − γg
+        if g != 0.0:
+            c = -gamma * g / s[l]  # v ← v − (γg/s)·x
+            prev = s_sum[l]  # S_{i−1}
+            for jj in range(lo, hi):
+                j = indices[jj]
+                dv = c * data[jj]
+                vj = V[l, j]
+                P[l] += r[j] * dv
+                Q[l] += dv * (2.0 * vj + dv)
+                V[l, j] = vj + dv
+                if average:
+                    U[l, j] += prev * dv  # U += S_{i−1}·δ_i
+        if average:
+            alpha_sum[l] += alpha[l]
+            s_sum[l] += s[l]
+            bias_sum[l] += bias[l]
+            n_avg[l] += 1
+        if s[l] < S_MIN:  # fold s into v: w unchanged, s back to 1
+            if average:
+                flush_average(l, alpha_sum, s_sum, V, U, A, r)
+            for j in range(V.shape[1]):
+                V[l, j] *= s[l]
+            s[l] = 1.0
+            exact_pq(l, V, r, P, Q)
+    return -1
+
+
+@njit(cache=True)
+def distances(alpha, s, P, Q, bias, R, r_bias, out):
+    """out_l = ‖w_l − r‖², in O(1) per learner."""
+    for l in range(alpha.shape[0]):
+        a1 = alpha[l] - 1.0
+        db = bias[l] - r_bias
+        out[l] = a1 * a1 * R + 2.0 * a1 * s[l] * P[l] + s[l] * s[l] * Q[l] + db * db

@@ -1,0 +1,217 @@
+"""k online learners sharing a reference model: the state one MPI rank
+(k = 1) or the simulator (k learners in one process) trains, checks and
+synchronizes. The arithmetic is in ``mpisgd.kernels.online``; this class
+validates, allocates, and moves models in and out in the coordinates of
+``mpisgd.wire``: z = [u_0 … u_{n−1}, b, α] with w = α·r + u."""
+
+import numpy as np
+
+from mpisgd import wire
+from mpisgd.errors import MpisgdError
+from mpisgd.kernels import online
+from mpisgd.kernels.losses import CLASSIFICATION_LOSSES, DEFAULT_PARAM, LOSSES
+from mpisgd.kernels.schedules import NEEDS_POSITIVE_LAMBDA, SCHEDULES
+
+_STATE = ("alpha", "s", "V", "bias", "P", "Q", "steps", "A", "U", "alpha_sum", "s_sum", "bias_sum", "n_avg",
+          "r", "r_bias", "R", "loss_sum", "errors", "examples")  # fmt: skip
+
+
+class OnlineLearners:
+    def __init__(
+        self,
+        k,
+        n_features,
+        *,
+        loss="log",
+        loss_param=None,
+        schedule="constant",
+        eta0=1.0,
+        lam=0.0,
+        t0=0.0,
+        power=0.5,
+        fit_intercept=True,
+        regularize_bias=False,
+        average=False,
+        ties_are_errors=True,
+    ):
+        if loss not in LOSSES:
+            raise MpisgdError(f"loss: unknown {loss!r}; choose one of {', '.join(LOSSES)}")
+        if schedule not in SCHEDULES:
+            raise MpisgdError(f"schedule: unknown {schedule!r}; choose one of {', '.join(SCHEDULES)}")
+        if not lam >= 0:
+            raise MpisgdError(f"lam: the L2 strength must be >= 0, got {lam!r}")
+        if schedule in NEEDS_POSITIVE_LAMBDA and not lam > 0:
+            raise MpisgdError(f"lam: schedule {schedule!r} divides by λ and needs lam > 0, got {lam!r}")
+        if not eta0 > 0:
+            raise MpisgdError(f"eta0: the step size must be > 0, got {eta0!r}")
+        if int(k) < 1 or int(n_features) < 1:
+            raise MpisgdError(f"need at least one learner and one feature, got k={k}, n_features={n_features}")
+        self.k, self.n_features, self.dim = int(k), int(n_features), int(n_features) + 2
+        self.loss = loss
+        self.classification = loss in CLASSIFICATION_LOSSES
+        self.params = (
+            LOSSES[loss],
+            float(DEFAULT_PARAM.get(loss, 0.0) if loss_param is None else loss_param),
+            SCHEDULES[schedule],
+            float(eta0),
+            float(lam),
+            float(t0),
+            float(power),
+            bool(fit_intercept),
+            bool(regularize_bias),
+            bool(average),
+            self.classification,
+            bool(ties_are_errors),
+        )
+        self.average = bool(average)
+        k, n = self.k, self.n_features
+        navg = n if average else 0  # the averaging arrays exist only when used
+        self.alpha = np.ones(k)
+        self.s = np.ones(k)
+        self.V = np.zeros((k, n))
+        self.bias = np.zeros(k)
+        self.P = np.zeros(k)
+        self.Q = np.zeros(k)
+        self.steps = np.zeros(k, dtype=np.int64)
+        self.A = np.zeros((k, navg))
+        self.U = np.zeros((k, navg))
+        self.alpha_sum = np.zeros(k)
+        self.s_sum = np.zeros(k)
+        self.bias_sum = np.zeros(k)
+        self.n_avg = np.zeros(k, dtype=np.int64)
+        self.r = np.zeros(n)
+        self.r_bias = 0.0
+        self.R = 0.0
+        self.loss_sum = np.zeros(k)
+        self.errors = np.zeros(k, dtype=np.int64)
+        self.examples = np.zeros(k, dtype=np.int64)
+        self._dist = np.empty(k)
+
+    # -- learning -----------------------------------------------------------
+
+    def learn(self, indptr, indices, data, y, owner):
+        """Rows in order: predict with learner owner[i], charge, then learn."""
+        y = np.asarray(y, dtype=np.float64)
+        if self.classification and y.size and not np.all(np.abs(y) == 1.0):
+            bad = np.flatnonzero(np.abs(y) != 1.0)[0]
+            raise MpisgdError(f"labels: loss {self.loss!r} needs labels -1/+1, row {bad} has {y[bad]!r}")
+        owner = np.asarray(owner, dtype=np.int64)
+        if owner.size and (owner.min() < 0 or owner.max() >= self.k):
+            raise MpisgdError(f"owner: learner ids must lie in [0, {self.k}), got {owner.min()}..{owner.max()}")
+        if not np.all(np.isfinite(data)):
+            raise MpisgdError("features: non-finite value (NaN or inf) in the input rows")
+        bad = online.learn_rows(
+            np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int32),
+            np.asarray(data, dtype=np.float64), y, owner,
+            self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.steps,
+            self.A, self.U, self.alpha_sum, self.s_sum, self.bias_sum, self.n_avg,
+            self.r, *self.params, self.loss_sum, self.errors, self.examples,
+        )  # fmt: skip
+        if bad >= 0:
+            raise MpisgdError(
+                f"training diverged at row {bad} (learner {owner[bad]}, step {self.steps[owner[bad]]}): "
+                "the prediction or the update is not finite; lower eta0"
+            )
+
+    # -- the local condition --------------------------------------------------
+
+    def distances(self):
+        """‖w_l − r‖² of every learner, O(1) each."""
+        online.distances(self.alpha, self.s, self.P, self.Q, self.bias, self.R, self.r_bias, self._dist)
+        return self._dist.copy()
+
+    def divergence(self, z):
+        """‖w(z) − r‖² for a model z = [u, b, α]: ‖(α − 1)·r + u‖² + (b − r_b)²."""
+        n = self.n_features
+        d = (z[n + 1] - 1.0) * self.r + z[:n]
+        db = z[n] - self.r_bias
+        return float(d @ d + db * db)
+
+    # -- models in and out ----------------------------------------------------
+
+    def models(self, ids):
+        """z of learners ids, shape (len(ids), dim)."""
+        ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
+        z = np.empty((len(ids), self.dim))
+        z[:, : self.n_features] = self.s[ids, None] * self.V[ids]  # u = s·v
+        z[:, self.n_features] = self.bias[ids]
+        z[:, self.n_features + 1] = self.alpha[ids]
+        return z
+
+    def message(self, l):
+        """The wire message of learner l's model (sparse when smaller)."""
+        u = self.V[l]
+        idx = np.flatnonzero(u).astype(np.int32)
+        return wire.encode(self.alpha[l], self.bias[l], idx, self.s[l] * u[idx], self.n_features)
+
+    def decode(self, buf):
+        return wire.decode(buf, self.n_features)
+
+    def set_models(self, ids, z):
+        """Learners ids take the model z (relative to the current r)."""
+        n = self.n_features
+        for l in np.atleast_1d(np.asarray(ids, dtype=np.int64)):
+            if self.average:
+                online.flush_average(l, self.alpha_sum, self.s_sum, self.V, self.U, self.A, self.r)
+            self.V[l] = z[:n]
+            self.s[l] = 1.0
+            self.bias[l] = z[n]
+            self.alpha[l] = z[n + 1]
+            online.exact_pq(l, self.V, self.r, self.P, self.Q)
+
+    def set_reference(self, z):
+        """Every learner takes the model z, which becomes the new reference."""
+        n = self.n_features
+        if self.average:
+            for l in range(self.k):
+                online.flush_average(l, self.alpha_sum, self.s_sum, self.V, self.U, self.A, self.r)
+        self.r = z[n + 1] * self.r + z[:n]  # r ← α·r + u
+        self.r_bias = float(z[n])
+        self.R = float(self.r @ self.r)
+        self.V[:] = 0.0
+        self.alpha[:] = 1.0
+        self.s[:] = 1.0
+        self.bias[:] = self.r_bias
+        self.P[:] = 0.0
+        self.Q[:] = 0.0
+
+    @property
+    def reference(self):
+        return self.r.copy(), self.r_bias
+
+    def weights(self, l):
+        """Dense (coef, intercept) of learner l's current model."""
+        return self.alpha[l] * self.r + self.s[l] * self.V[l], float(self.bias[l])
+
+    def averaged_weights(self, l):
+        """Dense (coef, intercept) of the average of learner l's models after each of its steps."""
+        if not self.average:
+            raise MpisgdError("averaged_weights: these learners were made with average=False")
+        if self.n_avg[l] == 0:
+            return self.weights(l)
+        total = self.A[l] + self.alpha_sum[l] * self.r + self.s_sum[l] * self.V[l] - self.U[l]
+        return total / self.n_avg[l], float(self.bias_sum[l] / self.n_avg[l])
+
+    def weights_z(self, coef, intercept):
+        """The z coordinates of a dense model (relative to the current r)."""
+        z = np.empty(self.dim)
+        z[: self.n_features] = coef - self.r
+        z[self.n_features] = intercept
+        z[self.n_features + 1] = 1.0
+        return z
+
+    # -- checkpoints ----------------------------------------------------------
+
+    def state_dict(self):
+        return {name: np.array(getattr(self, name)) for name in _STATE}
+
+    def load_state_dict(self, state):
+        for name in _STATE:
+            value = state[name]
+            current = getattr(self, name)
+            if isinstance(current, np.ndarray):
+                if np.shape(value) != current.shape:
+                    raise MpisgdError(f"state: {name} has shape {np.shape(value)}, expected {current.shape}")
+                current[...] = value
+            else:
+                setattr(self, name, float(value))

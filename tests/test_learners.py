@@ -1,0 +1,175 @@
+"""OnlineLearners (reference-relative models, O(1) distances) against the
+dense twin tests/naive.py::NaiveOnline, through learning, balancing-style
+model replacement, reference resets, s rescaling and averaging."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mpisgd import wire
+from mpisgd.errors import MpisgdError
+from mpisgd.kernels.losses import CLASSIFICATION_LOSSES, DEFAULT_PARAM, LOSSES
+from mpisgd.learners import OnlineLearners
+from naive import NaiveOnline
+
+RTOL = 1e-10
+
+
+def make_data(m, n, seed, classification=True, density=0.3):
+    rng = np.random.default_rng(seed)
+    X = sp.random(m, n, density=density, format="csr", random_state=rng, data_rvs=rng.standard_normal)
+    X.sort_indices()
+    if classification:
+        y = np.where(rng.random(m) < 0.5, -1.0, 1.0)
+    else:
+        y = rng.normal(size=m) * 2
+    return X, y
+
+
+def pair(k, n, **kw):
+    opts = dict(loss="log", loss_param=None, schedule="constant", eta0=0.1, lam=0.0, t0=0.0, power=0.5,
+                fit_intercept=True, regularize_bias=False, ties_are_errors=True)  # fmt: skip
+    opts.update(kw)
+    fast = OnlineLearners(k, n, average=True, **opts)
+    param = DEFAULT_PARAM.get(opts["loss"], 0.0) if opts["loss_param"] is None else opts["loss_param"]
+    slow = NaiveOnline(k, n, opts["loss"], param, opts["schedule"], opts["eta0"], opts["lam"], opts["t0"],
+                       opts["power"], opts["fit_intercept"], opts["regularize_bias"], opts["ties_are_errors"])  # fmt: skip
+    return fast, slow
+
+
+def learn_both(fast, slow, X, y, owner):
+    fast.learn(X.indptr, X.indices, X.data, y, owner)
+    slow.learn(X, y, owner)
+
+
+def assert_same(fast, slow):
+    for l in range(fast.k):
+        w, b = fast.weights(l)
+        np.testing.assert_allclose(w, slow.w[l], rtol=RTOL, atol=1e-12)
+        assert b == pytest.approx(slow.b[l], rel=RTOL, abs=1e-12)
+    np.testing.assert_allclose(fast.distances(), slow.distances(), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(fast.loss_sum, slow.loss_sum, rtol=RTOL)
+    np.testing.assert_array_equal(fast.errors, slow.errors)
+
+
+def run_scenario(fast, slow, X, y, seed):
+    """Learn, replace two models by their mean, learn, reset the reference, learn."""
+    k = fast.k
+    rng = np.random.default_rng(seed)
+    m = X.shape[0]
+    cuts = [0, m // 3, 2 * m // 3, m]
+    owner = rng.integers(0, k, size=m)
+    learn_both(fast, slow, X[cuts[0] : cuts[1]], y[cuts[0] : cuts[1]], owner[cuts[0] : cuts[1]])
+    assert_same(fast, slow)
+    ids = np.array([0, k - 1])
+    z = fast.models(ids).mean(axis=0)  # a balancing of learners 0 and k−1
+    np.testing.assert_allclose(fast.divergence(z), ((slow.dense(z)[0] - slow.r) ** 2).sum() + (z[-2] - slow.r_b) ** 2)
+    fast.set_models(ids, z)
+    slow.set_models(ids, z)
+    learn_both(fast, slow, X[cuts[1] : cuts[2]], y[cuts[1] : cuts[2]], owner[cuts[1] : cuts[2]])
+    assert_same(fast, slow)
+    z = fast.models(np.arange(k)).mean(axis=0)  # a full sync
+    fast.set_reference(z)
+    slow.set_reference(z)
+    assert_same(fast, slow)
+    np.testing.assert_allclose(fast.distances(), 0.0, atol=1e-12)
+    learn_both(fast, slow, X[cuts[2] :], y[cuts[2] :], owner[cuts[2] :])
+    assert_same(fast, slow)
+    for l in range(k):  # ASGD: the average of every model after each step
+        if slow.t[l]:
+            w_avg, b_avg = fast.averaged_weights(l)
+            np.testing.assert_allclose(w_avg, slow.sum_w[l] / slow.t[l], rtol=1e-9, atol=1e-12)
+            assert b_avg == pytest.approx(slow.sum_b[l] / slow.t[l], rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("loss", list(LOSSES))
+def test_every_loss_matches_the_dense_twin(loss):
+    classification = loss in CLASSIFICATION_LOSSES
+    X, y = make_data(60, 12, seed=len(loss), classification=classification)
+    fast, slow = pair(3, 12, loss=loss, eta0=0.05, lam=0.01)
+    run_scenario(fast, slow, X, y, seed=1)
+
+
+@pytest.mark.parametrize("schedule, eta0, lam", [("optimal", 1.0, 0.1), ("bottou", 0.5, 0.01), ("xu", 0.5, 0.01),
+                                                 ("invscaling", 0.5, 0.0), ("constant", 1.0, 0.0)])  # fmt: skip
+@pytest.mark.parametrize("regularize_bias", [False, True])
+def test_every_schedule_matches_the_dense_twin(schedule, eta0, lam, regularize_bias):
+    X, y = make_data(60, 10, seed=7)
+    fast, slow = pair(2, 10, schedule=schedule, eta0=eta0, lam=lam, regularize_bias=regularize_bias)
+    run_scenario(fast, slow, X, y, seed=2)
+
+
+def test_rescaling_of_s_keeps_the_model():
+    # γλ = 0.9: s shrinks tenfold per step and is folded into v every ~5 steps
+    X, y = make_data(80, 8, seed=3, density=0.5)
+    fast, slow = pair(2, 8, loss="hinge", eta0=0.9, lam=1.0)
+    run_scenario(fast, slow, X, y, seed=3)
+    assert fast.s.min() >= 1e-5
+
+
+def test_without_intercept_and_ties_not_counted():
+    X, y = make_data(30, 6, seed=4)
+    fast, slow = pair(2, 6, fit_intercept=False, ties_are_errors=False)
+    run_scenario(fast, slow, X, y, seed=4)
+    assert np.all(fast.bias == 0.0)
+
+
+def test_first_prediction_is_a_tie():
+    X, y = make_data(1, 4, seed=5, density=1.0)
+    counted = OnlineLearners(1, 4, ties_are_errors=True)
+    counted.learn(X.indptr, X.indices, X.data, y, [0])
+    skipped = OnlineLearners(1, 4, ties_are_errors=False)
+    skipped.learn(X.indptr, X.indices, X.data, y, [0])
+    assert (counted.errors[0], skipped.errors[0]) == (1, 0)
+
+
+def test_messages_round_trip_and_stay_sparse():
+    n = 1000
+    X, y = make_data(5, n, seed=6, density=0.005)
+    L = OnlineLearners(2, n)
+    L.learn(X.indptr, X.indices, X.data, y, [0, 0, 1, 1, 1])
+    for l in range(2):
+        buf = L.message(l)
+        np.testing.assert_array_equal(L.decode(buf), L.models([l])[0])
+        nnz = np.count_nonzero(L.V[l])
+        assert len(buf) == wire.model_nbytes(nnz, n) < wire.dense_nbytes(n)
+
+
+def test_distance_check_cost_does_not_touch_v():
+    L = OnlineLearners(4, 10)
+    L.V[:] = np.nan  # distances read only the scalars α, s, P, Q, b
+    assert np.all(np.isfinite(L.distances()))
+
+
+def test_state_dict_round_trip():
+    X, y = make_data(20, 5, seed=8)
+    a = OnlineLearners(2, 5, average=True)
+    a.learn(X.indptr, X.indices, X.data, y, np.arange(20) % 2)
+    b = OnlineLearners(2, 5, average=True)
+    b.load_state_dict(a.state_dict())
+    a.learn(X.indptr, X.indices, X.data, y, np.arange(20) % 2)
+    b.learn(X.indptr, X.indices, X.data, y, np.arange(20) % 2)
+    np.testing.assert_array_equal(a.models([0, 1]), b.models([0, 1]))
+
+
+def test_divergence_is_a_clear_error():
+    X, y = make_data(50, 5, seed=9, classification=False)
+    L = OnlineLearners(1, 5, loss="squared", eta0=1e6)
+    with pytest.raises(MpisgdError, match="diverged"):
+        L.learn(X.indptr, X.indices, X.data, y * 1e100, np.zeros(50, dtype=np.int64))
+
+
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [({"loss": "hinj"}, "loss"), ({"schedule": "fast"}, "schedule"), ({"lam": -1.0}, "lam"),
+     ({"schedule": "optimal", "lam": 0.0}, "lam"), ({"eta0": 0.0}, "eta0")],
+)  # fmt: skip
+def test_bad_options_are_named(kwargs, word):
+    with pytest.raises(MpisgdError, match=word):
+        OnlineLearners(1, 3, **kwargs)
+
+
+def test_labels_outside_the_loss_domain():
+    X, y = make_data(3, 3, seed=10)
+    with pytest.raises(MpisgdError, match="labels"):
+        OnlineLearners(1, 3, loss="hinge").learn(X.indptr, X.indices, X.data, np.array([0.0, 1.0, 1.0]), [0, 0, 0])
