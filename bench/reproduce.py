@@ -1,0 +1,233 @@
+"""Reproduce Kamp et al. (2014), Figure 1, and the comparisons beyond it.
+
+    python bench/reproduce.py                      # everything (make reproduce), ≤ 10 min on 2 cores
+    python bench/reproduce.py --only disjunction --seeds 3 --rounds 2000 --out runs/try
+
+Each task is one stream (experiment, seed): its rows are generated once per
+block of rounds and fed to every configuration of the task in lock-step
+(``mpisgd.simulator.run_many``), so configurations are compared on exactly
+the same examples. Results (one row per configuration and seed, with the
+stream's drift rounds) go to OUT/results.json and OUT/results.csv; then
+``bench/repro_tables.py`` writes OUT/tables.md and ``mpisgd plot OUT/results.json``
+draws the figures (both run at the end unless --no-report).
+
+Experiments (ALGORITHMS.md §4):
+
+- disjunction: n = 100, k = 512, T = 25,000, drift 0.0002, log loss, λ = 0, η = 1.
+  none; central; static b ∈ {1, …, 128}; dynamic Δ ∈ DISJ_DELTAS with b = 1
+  and b = 8; the augmentation strategies and the burst variant at Δ = 3, b = 1.
+  Seeds 0 … S−1, and seed 0 without drift ("nodrift").
+- disjunction-sensitivity: the choices the paper leaves open, each changed
+  alone, on none / static 8 / static 128 / dynamic Δ = 1, 3 (b = 1).
+- neuralnet: n = 150, k = 1,024, T = 2,500, the NeuralNetStream defaults
+  (8 tanh units, gain 1, 5 % label noise); Δ ∈ NN_DELTAS.
+- stationary: a stationary sparse linear teacher (n = 1,000, k = 32,
+  T = 4,000, log loss, λ = 1e-4, step η0/√t): static b ∈ {1, 4, b_Dekel, 32}
+  with b_Dekel = ⌈(kT)^(1/3)/k⌉ rounds (Dekel et al.'s mini-batch of
+  O(m^(1/3)) examples), against dynamic with Δ_t = Δ0/√t.
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import time
+from multiprocessing import get_context
+
+import numpy as np
+
+DISJ_DELTAS = (0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0)
+NN_DELTAS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+STATIC_BS = (1, 2, 4, 8, 16, 32, 64, 128)
+BASE_LEARNER = {"loss": "log", "eta0": 1.0, "lam": 0.0}
+
+# The paper's open choices: variant name -> (learner changes, protocol changes, order)
+SENSITIVITY = {
+    "default": ({}, {}, "learn-check"),
+    "ties-not-errors": ({"ties_are_errors": False}, {}, "learn-check"),
+    "no-bias": ({"fit_intercept": False}, {}, "learn-check"),
+    "check-learn": ({}, {}, "check-learn"),
+    "counter-contacted": ({}, {"counter_counts": "contacted"}, "learn-check"),
+    "counter-forced-reset": ({}, {"counter_reset": "forced-only"}, "learn-check"),
+}
+
+
+def _cfg(label, name, period=1, delta=1.0, learner=None, order="learn-check", **protocol):
+    return {"label": label, "protocol": dict(name=name, period=period, delta=delta, **protocol),
+            "learner": dict(BASE_LEARNER, **(learner or {})), "order": order}
+
+
+def disjunction_configs(deltas=DISJ_DELTAS):
+    out = [_cfg("none", "none"), _cfg("central", "central")]
+    out += [_cfg(f"static b={b}", "static", b) for b in STATIC_BS]
+    for b in (1, 8):
+        out += [_cfg(f"dynamic Δ={d:g} b={b}", "dynamic", b, d) for d in deltas]
+    for aug in ("random-double", "farthest"):
+        out.append(_cfg(f"dynamic Δ=3 b=1 {aug}", "dynamic", 1, 3.0, augmentation=aug))
+    for frac in (0.05, 0.2):
+        out.append(_cfg(f"dynamic Δ=3 b=1 burst={frac:g}", "dynamic", 1, 3.0, burst_fraction=frac))
+    return out
+
+
+def sensitivity_configs():
+    out = []
+    for variant, (learner, protocol, order) in SENSITIVITY.items():
+        if variant == "default":
+            continue
+        base = [("none", "none", 1, 1.0), ("static b=8", "static", 8, 1.0), ("static b=128", "static", 128, 1.0),
+                ("dynamic Δ=1 b=1", "dynamic", 1, 1.0), ("dynamic Δ=3 b=1", "dynamic", 1, 3.0)]
+        for label, name, b, d in base:
+            if name != "dynamic" and variant.startswith("counter"):
+                continue  # the counter only exists in the dynamic protocol
+            c = _cfg(f"{label} [{variant}]", name, b, d, learner, order, **protocol)
+            c["variant"] = variant
+            out.append(c)
+    return out
+
+
+def neuralnet_configs():
+    out = [_cfg("none", "none"), _cfg("central", "central")]
+    out += [_cfg(f"static b={b}", "static", b) for b in STATIC_BS]
+    for b in (1, 8):
+        out += [_cfg(f"dynamic Δ={d:g} b={b}", "dynamic", b, d) for d in NN_DELTAS]
+    return out
+
+
+def stationary_configs(k, T):
+    learner = {"loss": "log", "eta0": 0.5, "lam": 1e-4, "schedule": "invscaling", "power": 0.5}
+    b_dekel = max(1, math.ceil((k * T) ** (1 / 3) / k))
+    out = [_cfg("none", "none", learner=learner), _cfg("central", "central", learner=learner)]
+    for b in sorted({1, 4, b_dekel, 32}):
+        tag = " (Dekel)" if b == b_dekel else ""
+        out.append(_cfg(f"static b={b}{tag}", "static", b, learner=learner))
+    for d0 in (0.01, 0.05, 0.2):
+        out.append(_cfg(f"dynamic Δ_t={d0:g}/√t b=1", "dynamic", 1, d0, learner=learner, delta_decay=True))
+        out.append(_cfg(f"dynamic Δ={d0:g} b=1", "dynamic", 1, d0, learner=learner))
+    return out
+
+
+def tasks(args):
+    """(experiment, stream kind, stream kwargs, rounds, configs) per stream."""
+    seeds = range(args.seeds)
+    T_d, T_n, T_s = (args.rounds or 25000), (args.rounds or 2500) // (10 if args.rounds else 1), (args.rounds or 4000)
+    out = []
+    only = set(args.only.split(","))
+    if "neuralnet" in only:
+        for s in seeds:
+            out.append(("neuralnet", "neuralnet", dict(n_features=150, n_learners=args.k_nn, seed=s), T_n,
+                        neuralnet_configs()))
+    if "disjunction" in only:
+        for s in seeds:
+            configs = disjunction_configs()
+            if s < args.sensitivity_seeds:
+                configs += sensitivity_configs()
+            out.append(("disjunction", "disjunction", dict(n_features=100, n_learners=args.k, seed=s), T_d, configs))
+        out.append(("disjunction-nodrift", "disjunction",
+                    dict(n_features=100, n_learners=args.k, seed=0, drift_prob=0.0), T_d, disjunction_configs()))
+    if "stationary" in only:
+        k = 32
+        for s in seeds:
+            out.append(("stationary", "linear", dict(n_features=1000, n_learners=k, seed=s, drift_prob=0.0,
+                                                     nnz_per_row=20), T_s, stationary_configs(k, T_s)))
+    return out
+
+
+def run_task(task):
+    """One stream, all its configurations; returns result rows (no models)."""
+    from mpisgd.data.synthetic import STREAMS
+    from mpisgd.protocol import ProtocolConfig
+    from mpisgd.simulator import Simulation, run_many
+
+    experiment, kind, kwargs, T, configs = task
+    stream = STREAMS[kind](**kwargs)
+    drifts = stream.drifts(T)
+    every = max(1, T // 100)
+    sims = [Simulation(stream.n_learners, stream.n_features, T, ProtocolConfig(**c["protocol"]), c["learner"],
+                       c["order"], drifts, drift_window=max(1, T // 50), timeline_every=every) for c in configs]
+    start = time.perf_counter()
+    results = run_many(stream, T, sims)
+    wall = time.perf_counter() - start
+    rows = []
+    for c, r in zip(configs, results):
+        rows.append({
+            "experiment": experiment, "seed": kwargs["seed"], "stream": kind,
+            "drift_prob": stream.drift_prob, "drifts": r["drifts"], "n_drifts": len(r["drifts"]),
+            "k": r["k"], "n_features": r["n_features"], "rounds": T,
+            "label": c["label"], "variant": c.get("variant", "default"), "order": c["order"],
+            "protocol": r["protocol"], "learner": c["learner"],
+            "errors": r["errors"], "loss": r["loss"], "examples": r["examples"],
+            "protocol_messages": r["protocol_messages"], "stats": r["stats"],
+            "bytes_sent": r["bytes_sent"], "messages_sent": r["messages_sent"],
+            "phase_messages": r["phase_messages"], "phase_errors": r["phase_errors"],
+            "phase_rounds": r["phase_rounds"], "drift_window": r["drift_window"],
+            "timeline": r["timeline"], "task_seconds": wall,
+        })
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="runs/reproduce")
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--sensitivity-seeds", type=int, default=5, help="seeds 0..S-1 also run the sensitivity variants")
+    p.add_argument("--only", default="disjunction,neuralnet,stationary")
+    p.add_argument("--rounds", type=int, default=None, help="override T (quick runs; the network uses T/10)")
+    p.add_argument("--k", type=int, default=512, help="learners of the disjunction")
+    p.add_argument("--k-nn", type=int, default=1024, help="learners of the network")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--no-report", action="store_true", help="skip tables and figures")
+    args = p.parse_args(argv)
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    os.makedirs(args.out, exist_ok=True)
+    todo = tasks(args)
+    start = time.perf_counter()
+    rows = []
+    if args.jobs > 1:
+        with get_context("spawn").Pool(args.jobs) as pool:
+            for i, part in enumerate(pool.imap_unordered(run_task, todo)):
+                rows += part
+                print(f"reproduce: {i + 1}/{len(todo)} streams ({part[0]['experiment']} seed {part[0]['seed']}, "
+                      f"{part[0]['task_seconds']:.1f}s), {time.perf_counter() - start:.0f}s", flush=True)
+    else:
+        for i, task in enumerate(todo):
+            part = run_task(task)
+            rows += part
+            print(f"reproduce: {i + 1}/{len(todo)} streams, {time.perf_counter() - start:.0f}s", flush=True)
+    rows.sort(key=lambda r: (r["experiment"], r["seed"], r["label"]))
+    meta = {"argv": sys.argv[1:], "seconds": time.perf_counter() - start, "jobs": args.jobs}
+    from mpisgd.metrics import write_report
+
+    write_report(os.path.join(args.out, "results.json"), {"meta": meta, "rows": rows})
+    _write_csv(os.path.join(args.out, "results.csv"), rows)
+    print(f"reproduce: {len(rows)} runs in {meta['seconds']:.0f}s -> {args.out}/results.json, results.csv")
+    if not args.no_report:
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, here)
+        import repro_tables
+
+        repro_tables.main([os.path.join(args.out, "results.json"), "--out", os.path.join(args.out, "tables.md")])
+        from mpisgd.cli import main as cli
+
+        cli(["plot", os.path.join(args.out, "results.json"), "--out", os.path.join(args.out, "figures")])
+    return 0
+
+
+def _write_csv(path, rows):
+    from mpisgd.wire import CATEGORIES
+
+    cols = ["experiment", "seed", "n_drifts", "label", "variant", "errors", "loss", "protocol_messages"]
+    cols += [f"bytes_{c}" for c in CATEGORIES] + [f"msgs_{c}" for c in CATEGORIES]
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for r in rows:
+            w.writerow([r[c] for c in cols[:8]] + [r["bytes_sent"][c] for c in CATEGORIES]
+                       + [r["messages_sent"][c] for c in CATEGORIES])
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+# Sourced by every job script in jobs/ (see jobs/README.md). Not a job itself.
+#
+# In:  MPISGD_ROOT (the checkout, found by the job script), the SLURM_*
+#      variables of the allocation (or of jobs/local.sh), and the optional
+#      MPISGD_VENV, MPISGD_RUNS, MPISGD_LAUNCHER, MPISGD_MPIEXEC,
+#      MPISGD_SRUN_MPI, MPISGD_WARM.
+# Out: PY, NTASKS, JOB_TAG, OUT (created) and the functions mpisgd_launch,
+#      mpisgd_serial, mpisgd_warm, default_data.
+
+set -euo pipefail
+
+die() { echo "${SLURM_JOB_NAME:-$(basename "$0")}: error: $*" >&2; exit 2; }
+
+MPISGD_ROOT=$(cd "$MPISGD_ROOT" && pwd)
+MPISGD_VENV=${MPISGD_VENV:-$MPISGD_ROOT/.venv}
+PY=$MPISGD_VENV/bin/python
+[ -x "$PY" ] || die "no Python at $PY: run 'make venv' in $MPISGD_ROOT, or set MPISGD_VENV"
+
+# One numba (and BLAS) thread per rank: the ranks are the parallelism.
+export NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1
+
+NTASKS=${SLURM_NTASKS:-1}
+if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
+    JOB_TAG=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
+else
+    JOB_TAG=${SLURM_JOB_ID:?not inside a SLURM job: submit with sbatch, or run jobs/local.sh}
+fi
+OUT=${MPISGD_RUNS:-$MPISGD_ROOT/runs}/$JOB_TAG
+# Fail here, before any rank starts, if the output directory cannot be written.
+mkdir -p "$OUT" || die "cannot create the output directory $OUT"
+probe=$(mktemp "$OUT/.write-test.XXXXXX" 2>/dev/null) || die "cannot write in the output directory $OUT"
+rm -f "$probe"
+
+# mpisgd_launch ARGS...: `mpisgd ARGS` on all NTASKS tasks of the allocation.
+# MPISGD_LAUNCHER=mpiexec (default): the MPI's own launcher; the venv's MPICH
+#   (hydra) starts its proxies through srun when it finds itself in a SLURM job.
+# MPISGD_LAUNCHER=srun: srun --mpi=$MPISGD_SRUN_MPI (default pmi2; pmix for a
+#   cluster MPI built with PMIx), for an mpi4py built against the cluster's MPI.
+mpisgd_launch() {
+    local launcher
+    case "${MPISGD_LAUNCHER:-mpiexec}" in
+        mpiexec) launcher=("${MPISGD_MPIEXEC:-$MPISGD_VENV/bin/mpiexec}" -n "$NTASKS") ;;
+        srun) launcher=(srun --mpi="${MPISGD_SRUN_MPI:-pmi2}" --ntasks="$NTASKS") ;;
+        *) die "MPISGD_LAUNCHER must be mpiexec or srun, not '$MPISGD_LAUNCHER'" ;;
+    esac
+    # `python -m mpi4py` turns an uncaught exception on any rank into MPI_Abort.
+    echo "+ ${launcher[*]} $PY -m mpi4py -m mpisgd $*"
+    "${launcher[@]}" "$PY" -m mpi4py -m mpisgd "$@"
+}
+
+# mpisgd_serial ARGS...: `mpisgd ARGS` in this one process.
+mpisgd_serial() {
+    echo "+ $PY -m mpisgd $*"
+    "$PY" -m mpisgd "$@"
+}
+
+# default_data ARGS...: DATA=(--synthetic disjunction) unless ARGS name data
+# (a SHARD file or --synthetic), then DATA=().
+default_data() {
+    DATA=(--synthetic disjunction)
+    local arg
+    for arg in "$@"; do
+        case "$arg" in --synthetic|--synthetic=*|*.h5|*.hdf5) DATA=() ;; esac
+    done
+}
+
+# mpisgd_warm: fill numba's on-disk cache with one tiny serial run, so that
+# the ranks load the compiled kernels instead of all compiling (and writing)
+# them at once. MPISGD_WARM=0 skips it.
+mpisgd_warm() {
+    [ "${MPISGD_WARM:-1}" = 0 ] && return 0
+    local dir
+    dir=$(mktemp -d "$OUT/.warm.XXXXXX")
+    echo "+ warm-up: numba cache"
+    "$PY" -m mpisgd train --synthetic disjunction --rounds 64 --quiet --out "$dir" >/dev/null
+    rm -rf "$dir"
+}
+
+echo "mpisgd job $JOB_TAG: $NTASKS task(s) on ${SLURM_JOB_NODELIST:-$(hostname)}, output $OUT"
+echo "mpisgd job $JOB_TAG: $("$PY" -m mpisgd --version), launcher ${MPISGD_LAUNCHER:-mpiexec}, started $(date -u +%FT%TZ)"

@@ -1,0 +1,183 @@
+"""``mpisgd fit``: train a linear model in one process on a LIBSVM file,
+printing per epoch the training time and the train/test loss, objective and
+error the way Bottou's svmsgd does, then save the model (HDF5)."""
+
+HELP = "train a linear model in one process on a LIBSVM/svmlight file (plain, .gz, .bz2)"
+
+ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd")
+
+
+def add_arguments(parser):
+    from mpisgd.kernels.losses import LOSSES
+    from mpisgd.kernels.schedules import SCHEDULES
+
+    parser.add_argument("train", help="training file (LIBSVM/svmlight; .gz/.bz2 ok)")
+    parser.add_argument("--test", metavar="FILE", default=None, help="test file, scored every epoch")
+    parser.add_argument("-o", "--output", metavar="MODEL", default="model.h5",
+                        help="where to write the model (HDF5)")
+    parser.add_argument("--loss", choices=sorted(LOSSES), default="hinge", help="loss ℓ(p, y)")
+    parser.add_argument("--lambda", dest="lam", type=float, default=1e-4,
+                        help="L2 regularization strength λ")
+    parser.add_argument("--algorithm", choices=ALGORITHMS, default="asgd",
+                        help="Bottou's sgd/asgd (any schedule) or Dekel's kernels (step 1/(λt))")
+    parser.add_argument("--schedule", choices=sorted(SCHEDULES), default=None,
+                        help="step-size schedule (default: bottou for sgd, xu for asgd, "
+                        "1/(λt) for dekel-*)")
+    parser.add_argument("--eta0", type=float, default=None,
+                        help="initial step γ0 (default: calibrated on 1,000 examples)")
+    parser.add_argument("--t0", type=float, default=0.0, help="t0 of the 'optimal' schedule")
+    parser.add_argument("--power-t", type=float, default=0.5, help="power of 'invscaling'")
+    parser.add_argument("--epochs", type=int, default=5, help="passes over the training data")
+    parser.add_argument("--no-bias", dest="bias", action="store_false", help="no bias term")
+    parser.add_argument("--regularize-bias", action="store_true",
+                        help="include b² in the regularizer (Dekel's objective)")
+    parser.add_argument("--bias-gain", type=float, default=0.01,
+                        help="bias step = gain × γ (Bottou's sparse-data gain; "
+                        "ignored by dekel-*)")
+    parser.add_argument("--avg-start", type=float, default=None,
+                        help="asgd: examples before averaging starts (default: one epoch)")
+    parser.add_argument("--epsilon", type=float, default=None,
+                        help="δ of huber / ε of epsilon_insensitive (default 1.0 / 0.1)")
+    parser.add_argument("--normalize", action="store_true",
+                        help="scale every row to unit L2 norm (also at eval time)")
+    parser.add_argument("--n-features", type=int, default=None,
+                        help="number of features (default: largest index in the training file)")
+    parser.add_argument("--zero-based", choices=("auto", "true", "false"), default="auto",
+                        help="feature index base of the files")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the per-epoch shuffle")
+    parser.add_argument("--no-shuffle", dest="shuffle", action="store_false",
+                        help="visit the examples in file order")
+
+
+def zero_based_arg(value):
+    return {"auto": "auto", "true": True, "false": False}[value]
+
+
+def load(path, n_features, zero_based, normalize):
+    """Read a LIBSVM file (errors name the file) and optionally L2-normalize its rows."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from mpisgd.data.libsvm import load_svmlight
+    from mpisgd.errors import MpisgdError
+
+    X, y = load_svmlight(path, n_features=n_features, zero_based=zero_based)
+    if X.shape[0] == 0:
+        raise MpisgdError(f"{path}: no examples")
+    if not np.all(np.isfinite(y)):
+        raise MpisgdError(f"{path}: non-finite labels")
+    if normalize:
+        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+        norms[norms == 0.0] = 1.0
+        X = sp.csr_matrix(sp.diags(1.0 / norms) @ X)
+    return X, y
+
+
+def binary_labels(y, path, classes=None):
+    """Map labels to ±1: {−1, +1} as is, {0, 1} explicitly (0 → −1), or the two
+    ``classes`` of a saved model; anything else is an error naming the file."""
+    import numpy as np
+
+    from mpisgd.errors import MpisgdError
+
+    found = set(np.unique(y).tolist())
+    if classes is not None:
+        allowed = [classes]
+    else:
+        allowed = [[-1.0, 1.0], [0.0, 1.0]]
+    for neg, pos in allowed:
+        if found <= {neg, pos}:
+            return np.where(y == pos, 1.0, -1.0), (neg, pos)
+    shown = sorted(found)[:10]
+    raise MpisgdError(
+        f"{path}: labels {shown}{' ...' if len(found) > 10 else ''} are not binary "
+        f"({' or '.join(str(a) for a in allowed)}); a binary loss needs two classes"
+    )
+
+
+def run(args):
+    import time
+
+    import numpy as np
+
+    from mpisgd.errors import MpisgdError
+    from mpisgd.estimator import SGDClassifier, SGDRegressor, _check_config
+    from mpisgd.kernels.losses import CLASSIFICATION_LOSSES
+
+    if args.epochs < 1:
+        raise MpisgdError(f"--epochs must be ≥ 1, got {args.epochs}")
+    zb = zero_based_arg(args.zero_based)
+    start = time.perf_counter()
+    X, y = load(args.train, args.n_features, zb, args.normalize)
+    X_test = y_test = None
+    if args.test:
+        X_test, y_test = load(args.test, X.shape[1], zb, args.normalize)
+    load_seconds = time.perf_counter() - start
+    classify = args.loss in CLASSIFICATION_LOSSES
+    mapping = None
+    if classify:
+        y, mapping = binary_labels(y, args.train)
+        if y_test is not None:
+            y_test, _ = binary_labels(y_test, args.test, classes=list(mapping))
+        if len(np.unique(y)) < 2:
+            raise MpisgdError(f"{args.train}: only one class ({mapping}) in the training labels")
+    Estimator = SGDClassifier if classify else SGDRegressor
+    est = Estimator(
+        loss=args.loss, alpha=args.lam, algorithm=args.algorithm, schedule=args.schedule,
+        eta0=args.eta0, t0=args.t0, power_t=args.power_t, fit_intercept=args.bias,
+        regularize_bias=args.regularize_bias, bias_gain=args.bias_gain,
+        avg_start=args.avg_start, epsilon=args.epsilon, max_iter=args.epochs,
+        shuffle=args.shuffle, random_state=args.seed, verbose=1,
+    )
+
+    cfg = _check_config(est, est._losses)
+    print("# mpisgd fit: resolved configuration")
+    print(f"#   train     {args.train}: {X.shape[0]} rows, {X.shape[1]} features, "
+          f"{X.nnz} nonzeros (loaded in {load_seconds:.2f} s)")
+    if X_test is not None:
+        print(f"#   test      {args.test}: {X_test.shape[0]} rows")
+    if mapping is not None:
+        print(f"#   labels    {mapping[0]:g} -> -1, {mapping[1]:g} -> +1")
+    resolved = dict(
+        loss=cfg["loss"], loss_param=cfg["loss_param"], **{"lambda": cfg["lam"]},
+        algorithm=args.algorithm,
+        schedule="1/(lambda t)" if cfg["dekel"] else cfg["schedule"],
+        eta0=args.eta0 if args.eta0 is not None or cfg["dekel"] else "calibrate",
+        t0=cfg["t0"], power_t=cfg["power"], bias=cfg["fit_intercept"],
+        regularize_bias=cfg["regularize_bias"],
+        bias_gain="unused" if cfg["dekel"] else cfg["bias_gain"],
+        avg_start=(args.avg_start if args.avg_start is not None else X.shape[0])
+        if args.algorithm == "asgd" else "unused",
+        epochs=args.epochs, shuffle=args.shuffle, seed=args.seed,
+        normalize=args.normalize, output=args.output,
+    )
+    for key, value in resolved.items():
+        print(f"#   {key:<16} {value}")
+
+    total_time = 0.0
+    # classification labels are ±1 here, so the estimator's classes_ = [−1, +1]
+    for epoch, seconds, _, _ in est._epochs(X, y, args.epochs, reset=True):
+        total_time += seconds
+        print(f"--------- Epoch {epoch}.")
+        print(f"Training on [0, {X.shape[0] - 1}].")
+        print(f"wNorm={float(est.coef_ @ est.coef_):.5g} wBias={est.intercept_:.5g}")
+        print(f"Total training time {total_time:.2f} secs.")
+        _report("train", est, X, y, classify)
+        if X_test is not None:
+            _report("test", est, X_test, y_test, classify)
+    model = est.to_model()
+    model.meta.update(
+        train_file=str(args.train), n_train=int(X.shape[0]),
+        normalize="l2" if args.normalize else "none", train_seconds=total_time,
+    )
+    model.save(args.output)
+    print(f"# model saved to {args.output}")
+    return 0
+
+
+def _report(name, est, X, y, classify):
+    loss, error, cost = est.objective(X, y)
+    if classify:
+        print(f"{name}Loss={loss:.6g} {name}Cost={cost:.6g} {name}Error={100 * error:.2f}%.")
+    else:
+        print(f"{name}Loss={loss:.6g} {name}Cost={cost:.6g}")

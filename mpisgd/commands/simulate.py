@@ -1,0 +1,159 @@
+"""``mpisgd simulate``: k learners in one process through the protocol code of
+``mpisgd train``, counting the messages and bytes of its ``--mode sync``.
+
+    mpisgd simulate --synthetic disjunction --learners 512 --rounds 25000 \\
+        --protocol dynamic --delta 3 --period 1 --out runs/sim
+    mpisgd simulate SHARDS... --protocol static --period 8 --out runs/sim
+
+Writes report.json (the simulator's result: online error and loss, the
+paper's model messages, bytes and messages by category, protocol statistics,
+the breakdown by cause and phase) and timeline.csv to --out.
+"""
+
+HELP = "simulate k learners in one process (same protocol code and message counts as train --mode sync)"
+
+SYNTHETIC = ("disjunction", "neuralnet", "linear")
+
+
+def add_arguments(parser):
+    from mpisgd.kernels.losses import LOSSES
+    from mpisgd.kernels.schedules import SCHEDULES
+    from mpisgd.protocol import AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, PROTOCOLS
+    from mpisgd.simulator import ORDERS
+
+    parser.add_argument("shards", nargs="*", metavar="SHARD",
+                        help="HDF5 shards, one per learner (row t of shard l = round t of learner l)")
+    g = parser.add_argument_group("built-in data (instead of shards)")
+    g.add_argument("--synthetic", choices=SYNTHETIC, default=None, help="in-memory seeded stream")
+    g.add_argument("--learners", "-k", type=int, default=512, help="k learners (synthetic)")
+    g.add_argument("--rounds", type=int, default=None,
+                   help="rounds T (default: 25000 synthetic; the longest shard)")
+    g.add_argument("--features", type=int, default=None, help="n_features (default: the stream's)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream")
+    g.add_argument("--drift-prob", type=float, default=0.0002,
+                   help="probability of a target drift after each round (disjunction, neuralnet)")
+
+    g = parser.add_argument_group("protocol (Kamp et al. 2014), as in train")
+    g.add_argument("--protocol", choices=PROTOCOLS, default="dynamic", help="synchronization protocol")
+    g.add_argument("--period", "-b", type=int, default=1,
+                   help="b: rounds between full syncs (static) or checks (dynamic)")
+    g.add_argument("--delta", type=float, default=1.0, help="divergence threshold Δ (Δ0 with --delta-decay)")
+    g.add_argument("--delta-decay", action="store_true", help="Δ_t = Δ0/√t")
+    g.add_argument("--augmentation", choices=AUGMENTATIONS, default="random-one",
+                   help="how the coordinator grows a balancing set")
+    g.add_argument("--counter-counts", choices=COUNTER_COUNTS, default="violators",
+                   help="what adds to the violation counter")
+    g.add_argument("--counter-reset", choices=COUNTER_RESETS, default="any-full-sync",
+                   help="which full syncs reset the violation counter")
+    g.add_argument("--burst-fraction", type=float, default=0.0,
+                   help="variant: a full sync when at least this share of learners violate at once (0: off)")
+    g.add_argument("--protocol-seed", type=int, default=0, help="seed of the random augmentation")
+    g.add_argument("--order", choices=ORDERS, default="learn-check",
+                   help="within a round: check after learning (check points t = b, 2b, …, T) or "
+                   "before it (t = 0, b, …, < T); the drift always acts between rounds")
+
+    g = parser.add_argument_group("learner")
+    g.add_argument("--loss", choices=sorted(LOSSES), default="log", help="loss ℓ(p, y)")
+    g.add_argument("--loss-param", type=float, default=None, help="δ of huber / ε of epsilon_insensitive")
+    g.add_argument("--schedule", choices=sorted(SCHEDULES), default="constant", help="step-size schedule")
+    g.add_argument("--eta0", type=float, default=1.0, help="step size η (γ0 of the schedule)")
+    g.add_argument("--lam", "--lambda", dest="lam", type=float, default=0.0, help="L2 strength λ")
+    g.add_argument("--t0", type=float, default=0.0, help="t0 of the 'optimal' schedule")
+    g.add_argument("--power", type=float, default=0.5, help="power of 'invscaling'")
+    g.add_argument("--no-bias", dest="fit_intercept", action="store_false", help="no bias term")
+    g.add_argument("--regularize-bias", action="store_true", help="include b² in the regularizer")
+    g.add_argument("--average", action="store_true", help="ASGD: the final model averages each learner's steps")
+    g.add_argument("--ties-are-not-errors", dest="ties_are_errors", action="store_false",
+                   help="do not count a prediction p = 0 as an error")
+
+    g = parser.add_argument_group("output")
+    g.add_argument("--out", metavar="DIR", default="runs/simulate", help="directory for report.json, timeline.csv")
+    g.add_argument("--timeline-every", type=int, default=100, metavar="N",
+                   help="rounds between timeline rows (0: only the last)")
+    g.add_argument("--drift-window", type=int, default=500,
+                   help="rounds after a drift that count as the 'drift' phase of the breakdown")
+    g.add_argument("--quiet", "-q", action="store_true", help="no configuration or summary")
+
+
+def learner_args(args):
+    return {"loss": args.loss, "loss_param": args.loss_param, "schedule": args.schedule,
+            "eta0": args.eta0, "lam": args.lam, "t0": args.t0, "power": args.power,
+            "fit_intercept": args.fit_intercept, "regularize_bias": args.regularize_bias,
+            "average": args.average, "ties_are_errors": args.ties_are_errors}
+
+
+def protocol_config(args):
+    from mpisgd.protocol import ProtocolConfig
+
+    return ProtocolConfig(
+        name=args.protocol, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
+        augmentation=args.augmentation, counter_counts=args.counter_counts,
+        counter_reset=args.counter_reset, burst_fraction=args.burst_fraction, seed=args.protocol_seed,
+    )
+
+
+def run(args):
+    import json
+    import os
+    import sys
+    import time
+
+    from mpisgd.errors import MpisgdError
+    from mpisgd.metrics import Timeline, write_report
+    from mpisgd.simulator import ShardSource, make_stream, simulate
+
+    if args.synthetic and args.shards:
+        raise MpisgdError("give either SHARD files or --synthetic, not both")
+    if args.timeline_every < 0:
+        raise MpisgdError(f"--timeline-every must be >= 0, got {args.timeline_every}")
+    protocol = protocol_config(args)
+    if args.synthetic:
+        if args.learners < 1:
+            raise MpisgdError(f"--learners must be >= 1, got {args.learners}")
+        extra = {} if args.features is None else {"n_features": args.features}
+        drift = args.drift_prob if args.synthetic != "linear" else None
+        n = extra.pop("n_features", {"disjunction": 100, "neuralnet": 150, "linear": 1000}[args.synthetic])
+        source = make_stream(args.synthetic, n, args.learners, args.seed, drift)
+        rounds = 25000 if args.rounds is None else args.rounds
+        data = {"synthetic": args.synthetic, "learners": args.learners, "features": n, "seed": args.seed,
+                "drift_prob": drift}
+    elif args.shards:
+        source = ShardSource(args.shards)
+        rounds = source.n_rounds if args.rounds is None else min(args.rounds, source.n_rounds)
+        data = {"shards": args.shards}
+    else:
+        raise MpisgdError("no data: give SHARD files or --synthetic NAME")
+    if rounds < 1:
+        raise MpisgdError(f"--rounds must be >= 1, got {rounds}")
+    config = {"data": data, "rounds": rounds, "protocol": protocol.as_dict(), "learner": learner_args(args),
+              "order": args.order, "out": args.out}
+    if not args.quiet:
+        print("mpisgd simulate: configuration " + json.dumps(config, sort_keys=True), flush=True)
+    start = time.perf_counter()
+    try:
+        result = simulate(source, rounds, protocol, learner_args(args), args.order, args.drift_window,
+                          args.timeline_every)
+    finally:
+        if isinstance(source, ShardSource):
+            source.close()
+    wall = time.perf_counter() - start
+    os.makedirs(args.out, exist_ok=True)
+    timeline = Timeline()
+    for row in result["timeline"]:
+        timeline.record(row[0], row[1], row[2], dict(zip(_categories(), row[4:])))
+    timeline.write(os.path.join(args.out, "timeline.csv"))
+    report = dict(result, configuration=config, argv=sys.argv[1:], time={"wall": wall})
+    write_report(os.path.join(args.out, "report.json"), report)
+    if not args.quiet:
+        ex = max(1, result["examples"])
+        print(f"mpisgd simulate: online error {result['errors'] / ex:.4f} ({result['errors']} of {ex}), "
+              f"model messages {result['protocol_messages']} (+{result['model_messages'] - result['protocol_messages']}"
+              f" final), bytes {sum(result['bytes_sent'].values())}, {len(result['drifts'])} drifts, {wall:.2f}s")
+        print(f"mpisgd simulate: wrote {args.out}/report.json, timeline.csv", flush=True)
+    return 0
+
+
+def _categories():
+    from mpisgd.wire import CATEGORIES
+
+    return CATEGORIES

@@ -1,0 +1,204 @@
+"""``mpisgd train``: distributed online learning, one learner per MPI rank.
+
+    mpiexec -n K python -m mpi4py -m mpisgd train SHARDS... --protocol dynamic ...
+    mpiexec -n K python -m mpi4py -m mpisgd train --synthetic disjunction --rounds T ...
+
+Rank 0 prints the resolved configuration, shows progress (a bar on a
+terminal, periodic log lines otherwise; nothing with --quiet), and writes
+model.h5, report.json and timeline.csv to --out.
+"""
+
+HELP = "distributed online learning over MPI (one learner per rank; rank 0 coordinates)"
+
+SYNTHETIC = ("disjunction", "neuralnet", "linear", "rcv1")
+
+
+def add_arguments(parser):
+    from mpisgd.kernels.losses import LOSSES
+    from mpisgd.kernels.schedules import SCHEDULES
+    from mpisgd.protocol import AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, PROTOCOLS
+    from mpisgd.runner import MODES
+
+    parser.add_argument("shards", nargs="*", metavar="SHARD",
+                        help="HDF5 shards (mpisgd prep); each rank streams a contiguous block of them")
+    g = parser.add_argument_group("built-in data (instead of shards)")
+    g.add_argument("--synthetic", choices=SYNTHETIC, default=None,
+                   help="generate each rank's rows in memory from a seeded stream (rank l is learner l)")
+    g.add_argument("--rounds", type=int, default=10000, help="rounds T of the synthetic stream")
+    g.add_argument("--features", type=int, default=None, help="n_features (default: the stream's)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream")
+    g.add_argument("--drift-prob", type=float, default=0.0002,
+                   help="probability of a target drift after each round (disjunction, neuralnet)")
+    g.add_argument("--learners", type=int, default=None,
+                   help="central only: number of streams (default: the number of ranks)")
+
+    g = parser.add_argument_group("protocol (Kamp et al. 2014)")
+    g.add_argument("--protocol", choices=PROTOCOLS, default="dynamic", help="synchronization protocol")
+    g.add_argument("--period", "-b", type=int, default=1,
+                   help="b: rounds between full syncs (static) or checks (dynamic)")
+    g.add_argument("--delta", type=float, default=1.0, help="divergence threshold Δ (Δ0 with --delta-decay)")
+    g.add_argument("--delta-decay", action="store_true", help="Δ_t = Δ0/√t")
+    g.add_argument("--augmentation", choices=AUGMENTATIONS, default="random-one",
+                   help="how the coordinator grows a balancing set")
+    g.add_argument("--counter-counts", choices=COUNTER_COUNTS, default="violators",
+                   help="what adds to the violation counter")
+    g.add_argument("--counter-reset", choices=COUNTER_RESETS, default="any-full-sync",
+                   help="which full syncs reset the violation counter")
+    g.add_argument("--burst-fraction", type=float, default=0.0,
+                   help="variant: a full sync when at least this share of learners violate at once (0: off)")
+    g.add_argument("--protocol-seed", type=int, default=0, help="seed of the random augmentation")
+    g.add_argument("--mode", choices=MODES, default="sync",
+                   help="sync: lock-step, deterministic; async: no waiting at check points (docs/RUNNING.md)")
+    g.add_argument("--poll-rows", type=int, default=64, help="async: rounds between polls for rank 0's messages")
+
+    g = parser.add_argument_group("learner")
+    g.add_argument("--loss", choices=sorted(LOSSES), default="log", help="loss ℓ(p, y)")
+    g.add_argument("--loss-param", type=float, default=None, help="δ of huber / ε of epsilon_insensitive")
+    g.add_argument("--schedule", choices=sorted(SCHEDULES), default="constant", help="step-size schedule")
+    g.add_argument("--eta0", type=float, default=1.0, help="step size η (γ0 of the schedule)")
+    g.add_argument("--lam", "--lambda", dest="lam", type=float, default=0.0, help="L2 strength λ")
+    g.add_argument("--t0", type=float, default=0.0, help="t0 of the 'optimal' schedule")
+    g.add_argument("--power", type=float, default=0.5, help="power of 'invscaling'")
+    g.add_argument("--no-bias", dest="fit_intercept", action="store_false", help="no bias term")
+    g.add_argument("--regularize-bias", action="store_true", help="include b² in the regularizer")
+    g.add_argument("--average", action="store_true", help="ASGD: the final model averages each learner's steps")
+    g.add_argument("--ties-are-not-errors", dest="ties_are_errors", action="store_false",
+                   help="do not count a prediction p = 0 as an error")
+
+    g = parser.add_argument_group("output")
+    g.add_argument("--out", metavar="DIR", default="runs/train",
+                   help="directory for model.h5, report.json, timeline.csv")
+    g.add_argument("--timeline-every", type=int, default=100, metavar="N",
+                   help="rounds between timeline rows (0: only the last)")
+    g.add_argument("--block-rows", type=int, default=4096, help="rows read or generated per block")
+    g.add_argument("--quiet", "-q", action="store_true", help="no configuration, progress or summary")
+
+
+def _sources(args, size, rank):
+    """This rank's RowSource (for central: the round-major stream of every learner)."""
+    from mpisgd.data.partition import shards_for_rank
+    from mpisgd.errors import MpisgdError
+    from mpisgd.runner import RoundMajorSource, ShardSource, StreamSource
+
+    central = args.protocol == "central"
+    if args.synthetic and args.shards:
+        raise MpisgdError("give either SHARD files or --synthetic, not both")
+    if args.synthetic:
+        from mpisgd.data.synthetic import STREAMS
+
+        if args.rounds < 0:
+            raise MpisgdError(f"--rounds must be >= 0, got {args.rounds}")
+        k = args.learners if (central and args.learners) else size
+        if k < 1:
+            raise MpisgdError(f"--learners must be >= 1, got {k}")
+        kwargs = {"n_learners": k, "seed": args.seed}
+        if args.features is not None:
+            kwargs["n_features"] = args.features
+        if args.synthetic in ("disjunction", "neuralnet", "linear"):
+            kwargs["drift_prob"] = args.drift_prob
+        stream = STREAMS[args.synthetic](**kwargs)
+        if central:
+            return RoundMajorSource([StreamSource(stream, l, args.rounds, args.block_rows) for l in range(k)])
+        return StreamSource(stream, rank, args.rounds, args.block_rows)
+    if not args.shards:
+        raise MpisgdError("no data: give SHARD files or --synthetic NAME")
+    if central:
+        return RoundMajorSource([ShardSource([p], args.block_rows) for p in args.shards])
+    mine = shards_for_rank(len(args.shards), size, rank)
+    return ShardSource([args.shards[i] for i in mine], args.block_rows)
+
+
+def _config(args):
+    from mpisgd.errors import MpisgdError
+    from mpisgd.protocol import ProtocolConfig
+    from mpisgd.runner import RunConfig
+
+    if args.block_rows < 1:
+        raise MpisgdError(f"--block-rows must be >= 1, got {args.block_rows}")
+    protocol = ProtocolConfig(
+        name=args.protocol, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
+        augmentation=args.augmentation, counter_counts=args.counter_counts,
+        counter_reset=args.counter_reset, burst_fraction=args.burst_fraction, seed=args.protocol_seed,
+    )
+    learner = {"loss": args.loss, "loss_param": args.loss_param, "schedule": args.schedule,
+               "eta0": args.eta0, "lam": args.lam, "t0": args.t0, "power": args.power,
+               "fit_intercept": args.fit_intercept, "regularize_bias": args.regularize_bias,
+               "average": args.average, "ties_are_errors": args.ties_are_errors}
+    return RunConfig(protocol=protocol, mode=args.mode, learner=learner,
+                     timeline_every=args.timeline_every, poll_rows=args.poll_rows)
+
+
+class Progress:
+    """Rank 0's progress: a bar on a terminal, a log line every 10 % otherwise."""
+
+    def __init__(self, stream):
+        import time
+
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.start = time.perf_counter()
+        self.next_log = 0.1
+        self.last_draw = 0.0
+
+    def __call__(self, t, T):
+        import time
+
+        now = time.perf_counter()
+        frac = t / T if T else 1.0
+        if self.tty:
+            if now - self.last_draw < 0.1 and t < T:
+                return
+            self.last_draw = now
+            width = 30
+            bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+            self.stream.write(f"\r[{bar}] {t}/{T} rounds {now - self.start:6.1f}s")
+            if t >= T:
+                self.stream.write("\n")
+            self.stream.flush()
+        elif frac >= self.next_log or t >= T:
+            self.stream.write(f"mpisgd train: {t}/{T} rounds ({100 * frac:.0f} %), {now - self.start:.1f}s\n")
+            self.stream.flush()
+            while self.next_log <= frac:
+                self.next_log += 0.1
+
+
+def summary_lines(report):
+    """Short human summary of a report."""
+    on, c, p = report["online"], report["communication"], report["protocol"]
+    return [
+        f"online error {on['error_rate']:.4f} ({on['errors']} of {on['examples']}), "
+        f"mean loss {on['mean_loss']:.4f}",
+        f"messages {c['total_messages']} ({c['model_messages_paper']['total']} model messages as the paper "
+        f"counts), bytes {c['total_bytes']}",
+        f"full syncs {p['full_syncs']['total']}, violations {p['violations']}, balancings {p['balancings']}",
+        f"time: wall {report['time']['wall']:.2f}s, compute {report['time']['compute']['max']:.2f}s, "
+        f"communication {report['time']['communication']['max']:.2f}s, io {report['time']['io']['max']:.2f}s "
+        "(max over ranks)",
+    ]
+
+
+def run(args):
+    import json
+    import sys
+
+    from mpi4py import MPI
+
+    from mpisgd.runner import train
+
+    comm = MPI.COMM_WORLD
+    size, rank = comm.Get_size(), comm.Get_rank()
+    config = _config(args)
+    source = _sources(args, size, rank)
+    data = ({"synthetic": args.synthetic, "rounds": args.rounds, "features": source.n_features,
+             "seed": args.seed, "drift_prob": args.drift_prob} if args.synthetic else {"shards": args.shards})
+    if rank == 0 and not args.quiet:
+        resolved = {"ranks": size, "data": data, **config.as_dict(), "out": args.out}
+        print("mpisgd train: configuration " + json.dumps(resolved, sort_keys=True), flush=True)
+    progress = Progress(sys.stderr) if (rank == 0 and not args.quiet) else None
+    _run, report = train(comm, source, config, out_dir=args.out, progress=progress,
+                         extra={"data": data, "argv": sys.argv[1:]})
+    if rank == 0 and not args.quiet:
+        for line in summary_lines(report):
+            print("mpisgd train: " + line)
+        print(f"mpisgd train: wrote {args.out}/model.h5, report.json, timeline.csv", flush=True)
+    return 0

@@ -1,0 +1,359 @@
+"""Convert a source into K shards (the work of ``mpisgd prep``), serial or MPI.
+
+Two passes over the input, each rank over its own part (``block_range`` of
+the source's size; text parts cut at line starts):
+
+1. Parse and check everything (nothing is written before the input is known
+   to be good); reduce the counts, the index range and the label classes;
+   decide the index base, n_features and the label mapping.
+2. Parse again and route every row: global row i goes to the test split iff
+   hash(seed, i) < test_fraction; its position j within its split, shuffled
+   (if asked) by a seeded bijection p = π(j) of [0, M), goes to shard p mod K
+   at p div K (round-robin) or to the contiguous block holding p. Each rank
+   appends its rows to per-(split, shard) piece files; after a barrier each
+   shard's owner concatenates the pieces in rank order (ordering them by
+   position when shuffled) into the shard.
+
+Every row's destination depends only on its global index, so the shards
+hold the same rows in the same order for any number of ranks.
+Memory: one text chunk per rank, plus one shard when shuffling.
+"""
+
+import json
+import math
+import os
+import shutil
+
+import numpy as np
+from numba import njit
+
+from mpisgd.data import libsvm
+from mpisgd.data.partition import block_range
+from mpisgd.data.shard import DEFAULT_COMPRESSION, ShardWriter
+from mpisgd.data.synthetic import _key, _mix, _unit
+from mpisgd.errors import MpisgdError
+
+TAG_SPLIT, TAG_SHUFFLE = 11, 12
+FIELDS = (("lens", np.int64), ("indices", np.int32), ("data", np.float64),
+          ("y", np.float64), ("pos", np.int64))
+
+
+@njit(cache=True)
+def _test_mask(seed, g0, rows, fraction):
+    """Row g0 + r is a test row iff its uniform hash < fraction."""
+    out = np.empty(rows, np.bool_)
+    for r in range(rows):
+        out[r] = _unit(_key(seed, TAG_SPLIT, g0 + r, 0)) < fraction
+    return out
+
+
+@njit(cache=True)
+def _permute(js, M, seed):
+    """π(j): a seeded bijection of [0, M): a 4-round Feistel network on the
+    smallest even number of bits covering M, cycle-walked back into range."""
+    bits = 2
+    while (np.int64(1) << bits) < M:
+        bits += 2
+    half = bits // 2
+    mask = np.uint64((np.int64(1) << half) - 1)
+    out = np.empty(len(js), np.int64)
+    for a in range(len(js)):
+        x = np.uint64(js[a])
+        while True:
+            left = x >> np.uint64(half)
+            right = x & mask
+            for k in range(4):
+                f = _mix(right ^ _key(seed, TAG_SHUFFLE, k, 0)) & mask
+                left, right = right, left ^ f
+            x = (left << np.uint64(half)) | right
+            if np.int64(x) < M:
+                break
+        out[a] = np.int64(x)
+    return out
+
+
+@njit(cache=True)
+def _l2_normalize(indptr, data):
+    """Scale each nonzero row to unit L2 norm (empty or zero rows stay)."""
+    for r in range(len(indptr) - 1):
+        s = 0.0
+        for a in range(indptr[r], indptr[r + 1]):
+            s += data[a] * data[a]
+        if s > 0.0:
+            inv = 1.0 / math.sqrt(s)
+            for a in range(indptr[r], indptr[r + 1]):
+                data[a] *= inv
+
+
+def _gather(indptr, order):
+    """Entry positions and row lengths of rows ``order`` of a CSR block."""
+    lens = indptr[order + 1] - indptr[order]
+    starts = np.zeros(len(order) + 1, np.int64)
+    np.cumsum(lens, out=starts[1:])
+    take = np.repeat(indptr[order] - starts[:-1], lens) + np.arange(starts[-1])
+    return take, lens
+
+
+class _Comm:
+    """The few collectives prep needs, or their serial identities."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.size = 1 if comm is None else comm.Get_size()
+        self.rank = 0 if comm is None else comm.Get_rank()
+
+    def allgather(self, obj):
+        return [obj] if self.comm is None else self.comm.allgather(obj)
+
+    def barrier(self):
+        if self.comm is not None:
+            self.comm.Barrier()
+
+
+def _first_line(values, offsets):
+    """Smallest global line among per-rank local lines (0 = none)."""
+    lines = [off + v for v, off in zip(values, offsets) if v]
+    return min(lines) if lines else 0
+
+
+def convert(source, out_dir, name, n_shards=1, layout="round-robin", shuffle_seed=None,
+            normalize=False, test_fraction=0.0, test_shards=1, split_seed=0, split_name=None,
+            n_features=None, binary=True, dtype="float64", compression=DEFAULT_COMPRESSION,
+            command="", comm=None, log=print):
+    """Convert ``source`` into shards under ``out_dir``; returns the manifest dict
+    (also written as ``<out_dir>/<name>.json``). Collective over ``comm``."""
+    c = _Comm(comm)
+    if n_shards < 1 or test_shards < 1:
+        raise MpisgdError(f"shards: need at least one, got {n_shards} and {test_shards}")
+    if layout not in ("round-robin", "contiguous"):
+        raise MpisgdError(f"layout: expected round-robin or contiguous, got {layout!r}")
+    if not 0.0 <= test_fraction < 1.0:
+        raise MpisgdError(f"test_fraction: must lie in [0, 1), got {test_fraction}")
+    say = log if c.rank == 0 else (lambda *a, **k: None)
+    path = source.path
+    size = source.size if c.size > 1 else None
+    start, stop = (0, None) if size is None else block_range(size, c.size, c.rank)
+
+    # Pass 1: parse and check; every rank reports its counts or its first error.
+    stats = libsvm.ParseStats()
+    err = None
+    try:
+        for *_, st in source.chunks(start, stop):
+            stats.merge(st)
+    except libsvm.ParseError as exc:
+        err = ("line", exc.line, exc.what)
+    except MpisgdError as exc:
+        err = ("other", 0, str(exc))
+    mine = (err, stats.lines, stats.rows, stats.nnz, stats.min_index, stats.max_index,
+            stats.eq_line, stats.first_neg, stats.first_zero, stats.sorted_rows, stats.qids)
+    every = c.allgather(mine)
+    offsets = np.concatenate([[0], np.cumsum([e[1] for e in every])[:-1]]).tolist()
+    for e, off in zip(every, offsets):
+        if e[0] is not None:
+            kind, line, what = e[0]
+            if kind == "line":
+                raise MpisgdError(f"{path}:{off + line}: {what}")
+            raise MpisgdError(what)
+    total = libsvm.ParseStats()
+    total.lines = sum(e[1] for e in every)
+    total.rows = sum(e[2] for e in every)
+    total.nnz = sum(e[3] for e in every)
+    total.min_index = min(e[4] for e in every)
+    total.max_index = max(e[5] for e in every)
+    total.eq_line = _first_line([e[6] for e in every], offsets)
+    total.first_neg = _first_line([e[7] for e in every], offsets)
+    total.first_zero = _first_line([e[8] for e in every], offsets)
+    total.sorted_rows = sum(e[9] for e in every)
+    total.qids = sum(e[10] for e in every)
+    if total.rows == 0:
+        raise MpisgdError(f"{path}: no examples")
+
+    shift, zero_based, nf, why = libsvm.resolve_base(path, source.zero_based, n_features, total)
+    if getattr(source, "hash_bits", 0) and n_features is None:
+        nf = 1 << source.hash_bits
+    if nf >= 2**31:
+        raise MpisgdError(f"{path}: {nf} features do not fit int32 indices")
+    mapping = {}
+    if binary:
+        if total.first_neg and total.first_zero:
+            line = max(total.first_neg, total.first_zero)
+            raise MpisgdError(
+                f"{path}:{line}: more than two classes for a binary task (labels -1, 0 and 1 "
+                f"all occur; first -1 on line {total.first_neg}, first 0 on line "
+                f"{total.first_zero})"
+            )
+        mapping = {"0": -1, "1": 1} if total.first_zero else {"-1": -1, "1": 1}
+    say(f"prep: {path} ({type(source).__name__[:-6].lower()}"
+        f"{', ' + source.compression if source.compression else ''}): {total.rows} rows, "
+        f"{total.nnz} non-zeros, {nf} features; {why}")
+    if total.sorted_rows:
+        say(f"prep: sorted the indices of {total.sorted_rows} rows")
+    if total.qids:
+        say(f"prep: ignored {total.qids} qid fields")
+    if mapping.get("0") == -1:
+        say("prep: labels {0, 1} mapped to {-1, +1}")
+
+    # Destinations: counts per split and rank, so each rank knows its offsets.
+    row0 = sum(e[2] for e in every[: c.rank])
+    test_rows_mine = int(_test_mask(split_seed, row0, stats.rows, test_fraction).sum()) \
+        if test_fraction > 0 else 0
+    tests = c.allgather(test_rows_mine)
+    rows_per_rank = [e[2] for e in every]
+    n_test = sum(tests)
+    n_train = total.rows - n_test
+    splits = [("train" if test_fraction > 0 else split_name, n_train, n_shards)]
+    if test_fraction > 0:
+        splits.append(("test", n_test, test_shards))
+    j0 = {0: sum(rows_per_rank[q] - tests[q] for q in range(c.rank)),
+          1: sum(tests[: c.rank])}
+    for s, (sname, m, k) in enumerate(splits):
+        if m < k:
+            raise MpisgdError(f"{path}: {m} {sname or ''} rows cannot fill {k} shards")
+
+    tmp = os.path.join(out_dir, f".{name}.prep-tmp")
+    if c.rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+    c.barrier()
+    try:
+        _route(source, start, stop, tmp, c.rank, row0, j0, splits, shift, mapping, normalize,
+               shuffle_seed, layout, test_fraction, split_seed)
+        c.barrier()
+        jobs = [(s, k) for s in range(len(splits)) for k in range(splits[s][2])]
+        lo, hi = block_range(len(jobs), c.size, c.rank)
+        files = {}
+        attrs = {
+            "source": os.path.abspath(path), "label_mapping": mapping, "command": command,
+            "zero_based_input": bool(zero_based), "normalized": bool(normalize),
+            "shuffle_seed": -1 if shuffle_seed is None else int(shuffle_seed),
+            "layout": layout, "test_fraction": float(test_fraction),
+            "split_seed": int(split_seed),
+        }
+        for s, k in jobs[lo:hi]:
+            sname, m, K = splits[s]
+            files[(s, k)] = _finish(tmp, c.size, s, k, sname, K, m, layout, out_dir, name, nf,
+                                    dtype, compression, shuffle_seed is not None, attrs)
+        every_files = c.allgather(files)
+        c.barrier()
+    finally:
+        if c.rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+    shards = {}
+    for f in every_files:
+        shards.update(f)
+    manifest = {
+        "format": "mpisgd-shards", "name": name, "n_features": nf, "source": os.path.abspath(path),
+        "rows": total.rows, "nnz": total.nnz, "zero_based_input": bool(zero_based),
+        "label_mapping": mapping, "command": command,
+        "splits": {(sname or "all"): {"rows": m, "shards": [os.path.basename(shards[(s, k)])
+                                                              for k in range(K)]}
+                   for s, (sname, m, K) in enumerate(splits)},
+    }
+    if c.rank == 0:
+        mpath = os.path.join(out_dir, f"{name}.json")
+        with open(mpath + ".tmp", "w") as f:
+            json.dump(manifest, f, indent=1)
+        os.replace(mpath + ".tmp", mpath)
+        for s, (sname, m, K) in enumerate(splits):
+            say(f"prep: wrote {K} shard(s), {m} rows{' (' + sname + ')' if sname else ''}: "
+                f"{shards[(s, 0)]}{' ...' if K > 1 else ''}")
+    return manifest
+
+
+def _destinations(js, m, K, layout, shuffle_seed):
+    """(shard, position in shard) of split positions ``js`` of a split of m rows."""
+    p = _permute(js, m, shuffle_seed) if shuffle_seed is not None else js
+    if layout == "round-robin":
+        return p % K, p // K
+    k = ((p + 1) * K - 1) // m  # largest k with ⌊m·k/K⌋ ≤ p
+    return k, p - (m * k) // K
+
+
+def _route(source, start, stop, tmp, rank, row0, j0, splits, shift, mapping, normalize,
+           shuffle_seed, layout, test_fraction, split_seed):
+    g = row0
+    next_j = dict(j0)
+    for indptr, indices, data, y, st in source.chunks(start, stop):
+        r = len(y)
+        if shift:
+            indices -= shift
+        if mapping.get("0") == -1:
+            y = np.where(y == 0.0, -1.0, y)
+        if normalize:
+            _l2_normalize(indptr, data)
+        split = _test_mask(split_seed, g, r, test_fraction).astype(np.int64) \
+            if test_fraction > 0 else np.zeros(r, np.int64)
+        shard = np.empty(r, np.int64)
+        pos = np.empty(r, np.int64)
+        for s in range(len(splits)):
+            rows = np.flatnonzero(split == s)
+            js = next_j[s] + np.arange(len(rows), dtype=np.int64)
+            next_j[s] += len(rows)
+            shard[rows], pos[rows] = _destinations(js, splits[s][1], splits[s][2], layout,
+                                                   shuffle_seed)
+        key = split * (1 << 40) + shard
+        order = np.argsort(key, kind="stable")
+        bounds = np.flatnonzero(np.diff(key[order])) + 1
+        for grp in np.split(order, bounds):
+            if not len(grp):
+                continue
+            s, k = int(split[grp[0]]), int(shard[grp[0]])
+            take, lens = _gather(indptr, grp)
+            d = os.path.join(tmp, f"{s}.{k}")
+            os.makedirs(d, exist_ok=True)
+            for (field, dt), arr in zip(FIELDS, (lens, indices[take], data[take], y[grp],
+                                                 pos[grp])):
+                with open(os.path.join(d, f"{rank:06d}.{field}"), "ab") as f:
+                    np.asarray(arr, dt).tofile(f)
+        g += r
+
+
+def _finish(tmp, n_ranks, s, k, sname, K, m, layout, out_dir, name, nf, dtype, compression,
+            shuffled, attrs):
+    """Concatenate the pieces of shard (s, k) from every rank into the shard file."""
+    split_part = f"-{sname}" if sname else ""
+    path = os.path.join(out_dir, f"{name}{split_part}-{k:05d}.h5")
+    n_rows = (m - k + K - 1) // K if layout == "round-robin" else \
+        block_range(m, K, k)[1] - block_range(m, K, k)[0]
+    d = os.path.join(tmp, f"{s}.{k}")
+    pieces = []
+    for r in range(n_ranks):
+        f = os.path.join(d, f"{r:06d}.lens")
+        if os.path.exists(f):
+            pieces.append({field: np.memmap(os.path.join(d, f"{r:06d}.{field}"), dt, "r")
+                           if os.path.getsize(os.path.join(d, f"{r:06d}.{field}")) else
+                           np.zeros(0, dt) for field, dt in FIELDS})
+    with ShardWriter(path, nf, np.dtype(dtype), compression, shard_index=k, shard_count=K,
+                     split=sname or "", **attrs) as w:
+        if shuffled:
+            cat = {field: np.concatenate([p[field] for p in pieces]) if pieces else
+                   np.zeros(0, dt) for field, dt in FIELDS}
+            indptr = np.zeros(len(cat["lens"]) + 1, np.int64)
+            np.cumsum(cat["lens"], out=indptr[1:])
+            order = np.argsort(cat["pos"], kind="stable")
+            if not np.array_equal(cat["pos"][order], np.arange(n_rows)):
+                raise RuntimeError(f"prep: shard {path} positions are not a permutation")
+            step = 1 << 18
+            for a in range(0, len(order), step):
+                o = order[a : a + step]
+                take, lens = _gather(indptr, o)
+                ip = np.zeros(len(o) + 1, np.int64)
+                np.cumsum(lens, out=ip[1:])
+                w.append(ip, cat["indices"][take], cat["data"][take], cat["y"][o])
+        else:
+            expect = 0
+            step = 1 << 18
+            for p in pieces:
+                ends = np.zeros(len(p["lens"]) + 1, np.int64)
+                np.cumsum(p["lens"], out=ends[1:])
+                for a in range(0, len(p["lens"]), step):
+                    b = min(a + step, len(p["lens"]))
+                    pos = p["pos"][a:b]
+                    if pos[0] != expect or pos[-1] != expect + b - a - 1:
+                        raise RuntimeError(f"prep: shard {path} rows out of order")
+                    expect += b - a
+                    w.append(ends[a : b + 1], p["indices"][ends[a] : ends[b]],
+                             p["data"][ends[a] : ends[b]], p["y"][a:b])
+            if expect != n_rows:
+                raise RuntimeError(f"prep: shard {path} has {expect} rows, expected {n_rows}")
+        return w.close(n_rows_split=m)

@@ -1,0 +1,529 @@
+"""scikit-learn compatible estimators over the numba kernels.
+
+The estimator validates the input, turns option strings into integer codes,
+allocates the state and calls one kernel per epoch; the kernels only compute
+(mpisgd.kernels.sgd for Bottou's SGD/ASGD with any schedule,
+mpisgd.kernels.dekel for Dekel's SGD/ASGD/CASGD with step 1/(λt)).
+
+``algorithm``:
+  "sgd"          Bottou's SGD, schedule "bottou" γ0/(1 + λγ0 t) by default.
+  "asgd"         Bottou's ASGD (Xu's schedule γ0(1 + λγ0 t)^-0.75 by default),
+                 averaging from ``avg_start`` examples on (default: one epoch).
+  "dekel-sgd", "dekel-asgd", "dekel-casgd"
+                 Dekel's kernels, step 1/(λt), bias regularized or not.
+When γ0 (``eta0``) is None it is calibrated on 1,000 examples as Bottou's
+svmsgd does (``eta0_`` holds the choice, printed when ``verbose``).
+
+``bias_gain`` multiplies the bias step of Bottou's kernels. Default None:
+0.01 for scipy.sparse input (svmsgd's sparse-data gain: on a9a and w8a it
+divides the objective gap after 10 epochs by 2 to 10) and 1.0 for dense
+input. The resolved value is ``bias_gain_``. Dekel's kernels ignore it (their
+step is 1/(λt) for every coordinate).
+"""
+
+import math
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+
+from mpisgd.errors import MpisgdError
+from mpisgd.kernels.losses import (
+    CLASSIFICATION_LOSSES,
+    DEFAULT_PARAM,
+    LOSSES,
+    REGRESSION_LOSSES,
+)
+from mpisgd.kernels.schedules import NEEDS_POSITIVE_LAMBDA, OPTIMAL, SCHEDULES
+from mpisgd.model import LinearModel, loss_error_sums
+
+ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd")
+DEFAULT_SCHEDULE = {"sgd": "bottou", "asgd": "xu"}
+LOSS_ALIASES = {"log_loss": "log", "squared_error": "squared"}
+
+
+def _check_config(est, losses):
+    """Resolve and check the parameters; return a dict of kernel codes and values."""
+    name = type(est).__name__
+    loss = LOSS_ALIASES.get(est.loss, est.loss)
+    if loss not in losses:
+        raise MpisgdError(f"{name}: unknown loss {est.loss!r}; choose one of {', '.join(losses)}")
+    if est.algorithm not in ALGORITHMS:
+        raise MpisgdError(
+            f"{name}: unknown algorithm {est.algorithm!r}; choose one of {', '.join(ALGORITHMS)}"
+        )
+    lam = float(est.alpha)
+    if not math.isfinite(lam) or lam < 0:
+        raise MpisgdError(f"{name}: alpha (λ) must be a finite number ≥ 0, got {est.alpha!r}")
+    dekel = est.algorithm.startswith("dekel-")
+    if dekel:
+        if est.schedule not in (None, "optimal"):
+            raise MpisgdError(
+                f"{name}: algorithm {est.algorithm!r} uses the step 1/(λt); "
+                f"schedule must be None, got {est.schedule!r}"
+            )
+        schedule = "optimal"
+    else:
+        schedule = est.schedule if est.schedule is not None else DEFAULT_SCHEDULE[est.algorithm]
+        if schedule not in SCHEDULES:
+            raise MpisgdError(
+                f"{name}: unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}"
+            )
+    if (dekel or schedule in NEEDS_POSITIVE_LAMBDA) and lam <= 0:
+        raise MpisgdError(
+            f"{name}: alpha (λ) must be > 0 for the step 1/(λt) "
+            f"(algorithm {est.algorithm!r}, schedule {schedule!r}), got {est.alpha!r}"
+        )
+    if est.eta0 is not None and not (float(est.eta0) > 0 and math.isfinite(float(est.eta0))):
+        raise MpisgdError(f"{name}: eta0 (γ0) must be > 0 or None, got {est.eta0!r}")
+    if int(est.max_iter) < 1:
+        raise MpisgdError(f"{name}: max_iter must be ≥ 1, got {est.max_iter!r}")
+    param = est.epsilon if est.epsilon is not None else DEFAULT_PARAM.get(loss, 0.0)
+    return dict(
+        loss=loss,
+        loss_code=LOSSES[loss],
+        loss_param=float(param),
+        lam=lam,
+        schedule=schedule,
+        sched_code=SCHEDULES[schedule],
+        t0=float(est.t0),
+        power=float(est.power_t),
+        bias_gain=None if est.bias_gain is None else float(est.bias_gain),
+        fit_intercept=bool(est.fit_intercept),
+        regularize_bias=bool(est.regularize_bias),
+        dekel=dekel,
+    )
+
+
+def _csr(X):
+    """CSR arrays in the kernels' dtypes (indptr int64, indices int32, data float64)."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        X.sum_duplicates()
+    else:
+        X = sp.csr_matrix(np.asarray(X, dtype=np.float64))
+    return (
+        np.ascontiguousarray(X.indptr, dtype=np.int64),
+        np.ascontiguousarray(X.indices, dtype=np.int32),
+        np.ascontiguousarray(X.data, dtype=np.float64),
+    )
+
+
+class _BaseSGD(BaseEstimator):
+    """Shared parameters, state and epoch loop of SGDClassifier and SGDRegressor."""
+
+    _losses = ()
+
+    def __init__(
+        self,
+        loss,
+        *,
+        alpha=1e-4,
+        algorithm="asgd",
+        schedule=None,
+        eta0=None,
+        t0=0.0,
+        power_t=0.5,
+        fit_intercept=True,
+        regularize_bias=False,
+        bias_gain=None,
+        avg_start=None,
+        epsilon=None,
+        max_iter=5,
+        shuffle=True,
+        random_state=None,
+        verbose=0,
+    ):
+        self.loss = loss
+        self.alpha = alpha
+        self.algorithm = algorithm
+        self.schedule = schedule
+        self.eta0 = eta0
+        self.t0 = t0
+        self.power_t = power_t
+        self.fit_intercept = fit_intercept
+        self.regularize_bias = regularize_bias
+        self.bias_gain = bias_gain
+        self.avg_start = avg_start
+        self.epsilon = epsilon
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # -- input ---------------------------------------------------------------
+
+    def _validate(self, X, y=None, reset=True):
+        """validate_data, with every problem reported as an MpisgdError."""
+        try:
+            if y is None and not reset:
+                return validate_data(self, X, accept_sparse="csr", dtype=np.float64,
+                                     reset=False), None
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64,
+                                 reset=reset, y_numeric=not self._is_classifier())
+        except MpisgdError:
+            raise
+        except ValueError as exc:
+            raise MpisgdError(f"{type(self).__name__}: {exc}") from None
+        return X, y
+
+    @classmethod
+    def _is_classifier(cls):
+        return issubclass(cls, ClassifierMixin)
+
+    # -- state ---------------------------------------------------------------
+
+    def _init_state(self, cfg, X, n_rows):
+        from mpisgd.kernels import dekel, sgd
+
+        n = X.shape[1]
+        self._cfg = cfg
+        self._v = np.zeros(n)
+        if cfg["dekel"]:
+            self._variant = dekel.VARIANTS[self.algorithm]
+            if not cfg["fit_intercept"]:
+                self._bias_mode = dekel.NO_BIAS
+            elif cfg["regularize_bias"]:
+                self._bias_mode = dekel.REGULARIZED
+            else:
+                self._bias_mode = dekel.UNREGULARIZED
+            self._u = np.zeros(n) if self._variant != dekel.SGD else np.zeros(0)
+            if self._variant == dekel.CASGD:
+                # x̄ = (1/m) Σ x_j over the first batch (dense, O(mk))
+                self._xbar = np.asarray(X.mean(axis=0), dtype=np.float64).ravel()
+            else:
+                self._xbar = np.zeros(0)
+            self._st = np.zeros(dekel.N_STATE)
+        else:
+            self._average = self.algorithm == "asgd"
+            self._a = np.zeros(n) if self._average else np.zeros(0)
+            self._xbar = np.zeros(0)
+            self._st = sgd.new_state()
+            self._avg_start = float(n_rows if self.avg_start is None else self.avg_start)
+        self._rng = check_random_state(self.random_state)
+        self.eta0_ = None if cfg["dekel"] else self.eta0
+        self.t_ = 0
+        self.n_iter_ = 0
+
+    def _epoch(self, arrays, y, order, xbar_dot):
+        """One kernel call over the rows ``order``; returns (online loss sum, errors).
+        ``xbar_dot``: x̄·x_i per row (CASGD), else empty."""
+        from mpisgd.kernels import dekel, sgd
+
+        indptr, indices, data = arrays
+        cfg = self._cfg
+        if cfg["dekel"]:
+            loss_sum, n_err = dekel.dekel_epoch(
+                indptr, indices, data, y, order, cfg["loss_code"], cfg["loss_param"],
+                cfg["lam"], self._variant, self._bias_mode, xbar_dot,
+                float(self._xbar @ self._xbar), self._v, self._u, self._st,
+            )
+            status = 0 if math.isfinite(loss_sum) else -1
+        else:
+            loss_sum, n_err, status = sgd.sgd_epoch(
+                indptr, indices, data, y, order, cfg["loss_code"], cfg["loss_param"],
+                cfg["sched_code"], float(self.eta0_ or 0.0), cfg["lam"], cfg["t0"],
+                cfg["power"], cfg["bias_gain"], cfg["fit_intercept"], cfg["regularize_bias"],
+                self._average, self._avg_start, self._v, self._a, self._st,
+            )
+        if status != 0:
+            raise MpisgdError(
+                f"{type(self).__name__}: training diverged (a prediction became infinite "
+                f"or NaN near example {int(self._st[0])}, epoch {self.n_iter_ + 1}) with "
+                f"loss={cfg['loss']!r}, schedule={cfg['schedule']!r}, eta0={self.eta0_}, "
+                f"alpha={cfg['lam']}: use a smaller eta0 or a larger alpha"
+            )
+        self.t_ = int(self._st[0])
+        self.n_iter_ += 1
+        self._publish()
+        return loss_sum, n_err
+
+    def _publish(self):
+        """coef_, intercept_ from the kernel state (one dense combination)."""
+        from mpisgd.kernels import dekel, sgd
+
+        st = self._st
+        if self._cfg["dekel"]:
+            xbar = self._xbar
+            w, b = dekel.weights(self._variant, self._bias_mode, self._cfg["lam"], xbar,
+                                 float(xbar @ xbar), self._v, self._u, st)
+        elif self._average and not st[sgd.COPYING]:
+            w = (self._a + st[sgd.W_FRACTION] * self._v) / st[sgd.A_DIVISOR]  # ā
+            b = st[sgd.A_BIAS]
+        else:
+            w = self._v / st[sgd.W_DIVISOR]  # w = v / wDivisor
+            b = st[sgd.W_BIAS]
+        if not (np.all(np.isfinite(w)) and math.isfinite(b)):
+            raise MpisgdError(
+                f"{type(self).__name__}: training diverged (non-finite weights after "
+                f"{int(st[0])} examples): use a smaller eta0 or a larger alpha"
+            )
+        self.coef_ = np.asarray(w, dtype=np.float64)
+        self.intercept_ = float(b)
+
+    def _calibrate(self, arrays, y, n_features, order):
+        from mpisgd.calibrate import calibrate_eta0
+
+        cfg = self._cfg
+        if cfg["dekel"] or cfg["sched_code"] == OPTIMAL or self.eta0 is not None:
+            return
+        eta0, tried = calibrate_eta0(
+            *arrays, y, n_features, order, cfg["loss_code"], cfg["loss_param"], cfg["lam"],
+            cfg["fit_intercept"], cfg["regularize_bias"], cfg["bias_gain"],
+        )
+        self.eta0_ = eta0
+        self.calibration_ = tried
+        if self.verbose:
+            print(f"# Using eta0={eta0:g} (calibrated on {min(len(order), 1000)} examples)")
+
+    def _order(self, m):
+        return (self._rng.permutation(m) if self.shuffle else np.arange(m)).astype(np.int64)
+
+    # -- the epoch loop --------------------------------------------------------
+
+    def _epochs(self, X, y, max_iter, reset, classes=None):
+        """Generator: validate, (re)initialize when ``reset``, then run ``max_iter``
+        epochs, yielding (epoch, seconds, online mean loss, online error rate)."""
+        X, y = self._validate(X, y, reset=reset)
+        y_pm = self._targets(y, reset, classes)
+        cfg = _check_config(self, self._losses) if reset else self._cfg
+        m = X.shape[0]
+        if m == 0:
+            raise MpisgdError(f"{type(self).__name__}: empty data (0 samples)")
+        arrays = _csr(X)
+        first_order = None
+        if reset:
+            if cfg["bias_gain"] is None:
+                cfg["bias_gain"] = 0.01 if sp.issparse(X) else 1.0
+            self.bias_gain_ = cfg["bias_gain"]
+            self._init_state(cfg, X, m)
+            first_order = self._order(m)
+            self._calibrate(arrays, y_pm, X.shape[1], first_order)
+        xbar_dot = np.zeros(0)
+        if self._xbar.size:
+            xbar_dot = np.asarray(X @ self._xbar, dtype=np.float64).ravel()  # x̄·x_i, O(mk)
+        for epoch in range(max_iter):
+            order = first_order if first_order is not None and epoch == 0 else self._order(m)
+            start = time.perf_counter()
+            loss_sum, n_err = self._epoch(arrays, y_pm, order, xbar_dot)
+            yield epoch + 1, time.perf_counter() - start, loss_sum / m, n_err / m
+
+    def fit(self, X, y):
+        """Train from scratch for ``max_iter`` epochs."""
+        for _ in self._epochs(X, y, int(self.max_iter), reset=True):
+            pass
+        return self
+
+    def _partial_fit(self, X, y, classes=None):
+        first = not hasattr(self, "_st")
+        for _ in self._epochs(X, y, 1, reset=first, classes=classes):
+            pass
+        return self
+
+    # -- prediction and model --------------------------------------------------
+
+    def _decision(self, X):
+        """w·x + b for every row of X."""
+        check_is_fitted(self, "coef_")
+        X = self._validate(X, reset=False)[0]
+        return np.asarray(X @ self.coef_, dtype=np.float64).ravel() + self.intercept_
+
+    def objective(self, X, y):
+        """(mean loss, error rate, primal objective F(w, b) of ALGORITHMS.md §1) on X, y."""
+        check_is_fitted(self, "coef_")
+        X, y = self._validate(X, y, reset=False)
+        y_pm = self._targets(y, reset=False)
+        p = self._decision(X)
+        cfg = self._cfg
+        total, n_err = loss_error_sums(cfg["loss_code"], p, y_pm, cfg["loss_param"])
+        m = max(len(p), 1)
+        reg = self.coef_ @ self.coef_
+        if cfg["regularize_bias"]:
+            reg += self.intercept_**2
+        return total / m, n_err / m, total / m + 0.5 * cfg["lam"] * reg
+
+    def to_model(self):
+        """The fitted model as a LinearModel (what ``save`` writes)."""
+        check_is_fitted(self, "coef_")
+        cfg = self._cfg
+        meta = dict(
+            algorithm=self.algorithm,
+            **{"lambda": cfg["lam"]},
+            schedule="1/(lambda t)" if cfg["dekel"] else cfg["schedule"],
+            eta0=self.eta0_,
+            t0=cfg["t0"],
+            power_t=cfg["power"],
+            loss_param=cfg["loss_param"],
+            fit_intercept=cfg["fit_intercept"],
+            regularize_bias=cfg["regularize_bias"],
+            bias_gain=cfg["bias_gain"],
+            epochs=self.n_iter_,
+            examples_seen=self.t_,
+            n_features=int(self.coef_.shape[0]),
+        )
+        if not cfg["dekel"] and self.algorithm == "asgd":
+            meta["avg_start"] = self._avg_start
+        if hasattr(self, "classes_"):
+            meta["classes"] = [c.item() if hasattr(c, "item") else c for c in self.classes_]
+            meta["label_map"] = {"-1": meta["classes"][0], "+1": meta["classes"][1]}
+        return LinearModel(self.coef_, self.intercept_, cfg["loss"], meta)
+
+
+class SGDClassifier(ClassifierMixin, _BaseSGD):
+    """Binary linear classifier trained by sparse SGD/ASGD/CASGD.
+
+    Labels: any two classes; ``classes_[0]`` is mapped to −1 and
+    ``classes_[1]`` to +1 (``label_map_`` records it). Three or more classes
+    are an error (the losses are binary).
+    """
+
+    _losses = CLASSIFICATION_LOSSES + ("log_loss",)
+
+    def __init__(
+        self,
+        loss="hinge",
+        *,
+        alpha=1e-4,
+        algorithm="asgd",
+        schedule=None,
+        eta0=None,
+        t0=0.0,
+        power_t=0.5,
+        fit_intercept=True,
+        regularize_bias=False,
+        bias_gain=None,
+        avg_start=None,
+        epsilon=None,
+        max_iter=5,
+        shuffle=True,
+        random_state=None,
+        verbose=0,
+    ):
+        super().__init__(
+            loss, alpha=alpha, algorithm=algorithm, schedule=schedule, eta0=eta0, t0=t0,
+            power_t=power_t, fit_intercept=fit_intercept, regularize_bias=regularize_bias,
+            bias_gain=bias_gain, avg_start=avg_start, epsilon=epsilon, max_iter=max_iter,
+            shuffle=shuffle, random_state=random_state, verbose=verbose,
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        tags.input_tags.sparse = True
+        return tags
+
+    def _targets(self, y, reset, classes=None):
+        """Map the two classes to −1/+1 explicitly."""
+        name = type(self).__name__
+        try:
+            check_classification_targets(y)
+        except ValueError as exc:
+            raise MpisgdError(f"{name}: {exc}") from None
+        if reset:
+            found = np.unique(y) if classes is None else np.unique(classes)
+            if found.shape[0] != 2:
+                raise MpisgdError(
+                    f"{name}: Only binary classification is supported: the loss "
+                    f"{self.loss!r} needs exactly 2 classes; "
+                    f"got {found.shape[0]} class{'es' if found.shape[0] != 1 else ''}: "
+                    f"{found.tolist()[:10]}"
+                )
+            self.classes_ = found
+            self.label_map_ = {found[0]: -1, found[1]: +1}
+        unknown = ~np.isin(y, self.classes_)
+        if unknown.any():
+            raise MpisgdError(
+                f"{name}: labels {np.unique(y[unknown]).tolist()[:10]} are not among the "
+                f"classes {self.classes_.tolist()} of the first fit"
+            )
+        return np.where(y == self.classes_[1], 1.0, -1.0)
+
+    def partial_fit(self, X, y, classes=None):
+        """One epoch over (X, y), continuing the previous state. The first call
+        fixes the label mapping from ``classes`` (or from y)."""
+        return self._partial_fit(X, y, classes)
+
+    def decision_function(self, X):
+        """w·x + b for every row of X (positive means classes_[1])."""
+        return self._decision(X)
+
+    def predict(self, X):
+        """The class of sign(w·x + b) (a score of 0 goes to classes_[0])."""
+        p = self.decision_function(X)
+        return self.classes_[(p > 0).astype(np.intp)]
+
+    def _has_proba(self):
+        return LOSS_ALIASES.get(self.loss, self.loss) in ("log", "modified_huber")
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """P(classes_[1] | x): logistic for log loss, (clip(p, −1, 1) + 1)/2 for
+        modified Huber. Columns follow classes_."""
+        p = self.decision_function(X)
+        if LOSS_ALIASES.get(self.loss, self.loss) == "log":
+            pos = 0.5 * (1.0 + np.tanh(0.5 * p))  # 1/(1 + e^{−p}), without overflow
+        else:
+            pos = (np.clip(p, -1.0, 1.0) + 1.0) / 2.0
+        return np.column_stack([1.0 - pos, pos])
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+
+class SGDRegressor(RegressorMixin, _BaseSGD):
+    """Linear regressor trained by sparse SGD/ASGD/CASGD (losses: squared,
+    absolute, huber, epsilon_insensitive; ``epsilon`` is Huber's δ or the ε)."""
+
+    _losses = REGRESSION_LOSSES + ("squared_error",)
+
+    def __init__(
+        self,
+        loss="squared",
+        *,
+        alpha=1e-4,
+        algorithm="asgd",
+        schedule=None,
+        eta0=None,
+        t0=0.0,
+        power_t=0.5,
+        fit_intercept=True,
+        regularize_bias=False,
+        bias_gain=None,
+        avg_start=None,
+        epsilon=None,
+        max_iter=5,
+        shuffle=True,
+        random_state=None,
+        verbose=0,
+    ):
+        super().__init__(
+            loss, alpha=alpha, algorithm=algorithm, schedule=schedule, eta0=eta0, t0=t0,
+            power_t=power_t, fit_intercept=fit_intercept, regularize_bias=regularize_bias,
+            bias_gain=bias_gain, avg_start=avg_start, epsilon=epsilon, max_iter=max_iter,
+            shuffle=shuffle, random_state=random_state, verbose=verbose,
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _targets(self, y, reset, classes=None):
+        y = np.asarray(y, dtype=np.float64)
+        if not np.all(np.isfinite(y)):
+            raise MpisgdError(f"{type(self).__name__}: targets y contain NaN or infinity")
+        return np.ascontiguousarray(y)
+
+    def partial_fit(self, X, y):
+        """One epoch over (X, y), continuing the previous state."""
+        return self._partial_fit(X, y)
+
+    def predict(self, X):
+        """w·x + b."""
+        return self._decision(X)

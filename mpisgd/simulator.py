@@ -1,0 +1,451 @@
+"""k learners in one process, round by round, through the protocol code of
+the MPI runner (``mpisgd.protocol.Coordinator``), counting every message and
+byte the MPI runner would move in ``--mode sync`` (docs/WIRE.md).
+
+``SimTransport`` is the coordinator's transport over one ``OnlineLearners``
+instance holding all k learners. ``Simulation`` runs one configuration; it is
+fed the rows of consecutive blocks of rounds (round-major, learners in
+order), so several configurations can share one generated stream
+(``run_many``). ``simulate`` is the one-configuration driver.
+
+Per check point (t = rounds done, t ≡ 0 mod b):
+
+- static: ``coordinator.full_sync(transport, "static")`` (one Allreduce);
+- dynamic: violators = {l : ‖w_l − r‖² > Δ_t}; their violation messages, the
+  control Allreduce of their count, then ``coordinator.resolve`` (which fetches,
+  balances, or syncs through the transport) and the END commands;
+- none: nothing; central: one learner takes all k rows of a round, in
+  learner order, and nothing is communicated.
+
+At the end every learner's final model is averaged by one Allreduce, the
+protocol's "final" full sync (counted in bytes like the MPI runner, kept out
+of the paper's model-message count).
+"""
+
+import math
+
+import numpy as np
+
+from mpisgd import wire
+from mpisgd.errors import MpisgdError
+from mpisgd.learners import OnlineLearners
+from mpisgd.protocol import Coordinator, ProtocolConfig
+
+CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
+ORDERS = ("learn-check", "check-learn")  # within a round: check after learning, or before
+PHASES = ("drift", "stable")
+# Rows of Simulation.timeline: after the check point of that round, like the MPI runner's timeline.
+TIMELINE_COLUMNS = ("round", "errors", "loss", "model_messages", *(f"bytes_{c}" for c in wire.CATEGORIES))  # rounds within `drift_window` after a drift, and the rest
+
+
+class SimTransport:
+    """The coordinator's transport over k in-process learners.
+
+    Counters per rank and category (``wire.CATEGORIES``), as the MPI runner
+    keeps them: ``sent_bytes``, ``recv_bytes``, ``sent_msgs``, ``recv_msgs``,
+    each of shape (k, n_categories). Collective calls, where every rank sends
+    and receives the same buffer, are kept as one row ``_every_*`` added to
+    every rank when the counters are read (exact, and O(1) per call).
+    """
+
+    def __init__(self, learners):
+        self.L = learners
+        k, c = learners.k, len(wire.CATEGORIES)
+        self._sent_bytes = np.zeros((k, c), np.int64)
+        self._recv_bytes = np.zeros((k, c), np.int64)
+        self._sent_msgs = np.zeros((k, c), np.int64)
+        self._recv_msgs = np.zeros((k, c), np.int64)
+        self._every_bytes = np.zeros(c, np.int64)  # per rank, sent and received alike
+        self._every_msgs = np.zeros(c, np.int64)
+        self.resolving = False  # True while rank 0 commands the others (dynamic resolution)
+
+    # -- counting -----------------------------------------------------------
+
+    def p2p(self, src, dst, category, nbytes):
+        """Point-to-point messages src[i] → dst[i] of nbytes[i] bytes (arrays or scalars)."""
+        c = CAT[category]
+        src, dst, nbytes = np.broadcast_arrays(np.asarray(src), np.asarray(dst), np.asarray(nbytes))
+        np.add.at(self._sent_bytes[:, c], src, nbytes)
+        np.add.at(self._recv_bytes[:, c], dst, nbytes)
+        np.add.at(self._sent_msgs[:, c], src, 1)
+        np.add.at(self._recv_msgs[:, c], dst, 1)
+
+    def allreduce(self, category, nbytes):
+        """One Allreduce: every rank sends and receives nbytes."""
+        c = CAT[category]
+        self._every_bytes[c] += nbytes
+        self._every_msgs[c] += 1
+
+    def counters(self):
+        """(sent_bytes, recv_bytes, sent_msgs, recv_msgs), each (k, n_categories) int64."""
+        return (
+            self._sent_bytes + self._every_bytes,
+            self._recv_bytes + self._every_bytes,
+            self._sent_msgs + self._every_msgs,
+            self._recv_msgs + self._every_msgs,
+        )
+
+    def message_nbytes(self, ids):
+        """Wire sizes of the model messages of learners ids (``OnlineLearners.message``):
+        the non-zeros of v_l decide sparse or dense."""
+        nnz = np.count_nonzero(self.L.V[np.asarray(ids, np.int64)], axis=1)
+        return 16 + np.minimum(12 * nnz, 8 * self.L.n_features)  # wire.model_nbytes
+
+    def _others(self, ids):
+        ids = np.asarray(ids, np.int64)
+        return ids[ids != 0]  # rank 0 is the coordinator: its own model is local
+
+    # -- the coordinator's interface ------------------------------------------
+
+    def fetch(self, ids):
+        others = self._others(ids)
+        self.p2p(0, others, "balance_request", wire.CONTROL_BYTES)
+        self.p2p(others, 0, "balance_reply", self.message_nbytes(others))
+        return self.L.models(ids)
+
+    def divergence(self, model):
+        return self.L.divergence(model)
+
+    def distances(self):
+        others = np.arange(1, self.L.k)
+        self.p2p(0, others, "control", wire.CONTROL_BYTES)  # COMMAND DIST
+        self.p2p(others, 0, "control", 8)  # float64 reply
+        return self.L.distances()
+
+    def send_balanced(self, ids, model, new_reference):
+        n = self.L.n_features
+        nbytes = wire.model_nbytes(int(np.count_nonzero(model[:n])), n)
+        self.p2p(0, self._others(ids), "balance_result", nbytes)
+        if new_reference:
+            self.L.set_reference(model)
+        else:
+            self.L.set_models(ids, model)
+
+    def full_sync(self):
+        """The Allreduce; inside a resolution (``resolving``) rank 0 first sends
+        COMMAND FULLSYNC to every other rank, which is serving it."""
+        if self.resolving:
+            self.p2p(0, np.arange(1, self.L.k), "control", wire.CONTROL_BYTES)
+        self.allreduce("full_sync", wire.dense_nbytes(self.L.n_features))
+        self.L.set_reference(self.L.models(np.arange(self.L.k)).mean(axis=0))
+
+
+class _FinalSync:
+    """Transport for the "final" full sync: the Allreduce of the final models z (k, n + 2)."""
+
+    def __init__(self, transport, z):
+        self.transport, self.z, self.mean = transport, z, None
+
+    def full_sync(self):
+        self.transport.allreduce("full_sync", wire.dense_nbytes(self.z.shape[1] - 2))
+        self.mean = self.z.sum(axis=0) / len(self.z)
+
+
+class Simulation:
+    """One configuration, advanced by ``feed`` over consecutive blocks of rounds.
+
+    ``protocol``: a ``ProtocolConfig`` (name none/static/dynamic/central);
+    ``learner``: keyword arguments of ``OnlineLearners``; ``drifts``: rounds
+    after which the stream's target changed (for the phase breakdown only).
+    """
+
+    def __init__(self, k, n_features, rounds, protocol, learner=None, order="learn-check",
+                 drifts=(), drift_window=500, timeline_every=0):
+        if order not in ORDERS:
+            raise MpisgdError(f"order: unknown {order!r}; choose one of {', '.join(ORDERS)}")
+        if int(rounds) < 1:
+            raise MpisgdError(f"rounds: need at least one round, got {rounds!r}")
+        self.k, self.n, self.rounds = int(k), int(n_features), int(rounds)
+        self.protocol = protocol
+        self.learner_args = dict(learner or {})
+        self.order = order
+        self.central = protocol.name == "central"
+        self.L = OnlineLearners(1 if self.central else self.k, self.n, **self.learner_args)
+        self.transport = SimTransport(self.L)
+        self.coordinator = Coordinator(protocol, self.k)
+        self.b = int(protocol.period)
+        self.syncing = protocol.name in ("static", "dynamic")
+        self.t = 0  # rounds done
+        self.drifts = np.asarray(drifts, np.int64)
+        self.drift_window = int(drift_window)
+        self.timeline_every = int(timeline_every)
+        self.timeline = []
+        self.phase_messages = {p: {} for p in PHASES}
+        self.phase_errors = {p: 0 for p in PHASES}
+        self.phase_rounds = {p: 0 for p in PHASES}
+        self._owner = np.zeros(0, np.int64)
+        # check points: learn-check after rounds b, 2b, … ≤ T; check-learn before
+        # rounds 1, b + 1, …, i.e. with t = 0, b, 2b, … < T rounds done
+        self._next = self.b if order == "learn-check" else 0
+        self._last_check = self.rounds if order == "learn-check" else self.rounds - 1
+        if self._next > self._last_check:
+            self._next = -1
+        self._errors_at = 0
+        self.transport.allreduce("control", 8)  # T = the longest stream (Allreduce MAX)
+
+    # -- feeding rows -----------------------------------------------------------
+
+    def feed(self, indptr, indices, data, y, owner=None, round_ptr=None):
+        """Rows of the next m rounds, round-major (learners in order within a round).
+
+        Default: k rows per round, row i owned by learner i mod k. Shards that
+        end early give ``owner`` (each row's learner) and ``round_ptr`` (m + 1
+        row offsets of the rounds)."""
+        k = self.k
+        if round_ptr is None:
+            m, rest = divmod(len(y), k)
+            if rest:
+                raise MpisgdError(f"simulate: fed {len(y)} rows, not whole rounds of {k} learners")
+            round_ptr = np.arange(m + 1, dtype=np.int64) * k
+        m = len(round_ptr) - 1
+        if self.t + m > self.rounds:
+            raise MpisgdError(f"simulate: fed rounds beyond the {self.rounds} rounds of the run")
+        if owner is None:
+            if len(self._owner) < len(y):
+                self._owner = np.tile(np.arange(k, dtype=np.int64), m)
+            owner = self._owner
+        done = 0
+        while done < m or (self.syncing and self.t == self._next):
+            step = m - done
+            if self.syncing and self._next >= 0:
+                step = min(step, self._next - self.t)
+            if self.timeline_every:
+                step = min(step, self.timeline_every - self.t % self.timeline_every)
+            if step > 0:
+                lo, hi = round_ptr[done], round_ptr[done + step]
+                self._learn(indptr[lo : hi + 1], indices, data, y[lo:hi], owner[lo:hi], step)
+                done += step
+                self.t += step
+            if self.syncing and self.t == self._next:
+                self._check()
+                self._next += self.b
+                if self._next > self._last_check:
+                    self._next = -1
+            if step > 0 and ((self.timeline_every and self.t % self.timeline_every == 0) or self.t == self.rounds):
+                self._record()
+
+    def _learn(self, indptr, indices, data, y, owner, rounds):
+        a, b = indptr[0], indptr[-1]
+        if self.central:
+            owner = np.zeros(len(y), np.int64)
+        self.L.learn(indptr - a, indices[a:b], data[a:b], y, owner)
+        errors = int(self.L.errors.sum())
+        phase = self._phase(self.t + rounds)
+        self.phase_errors[phase] += errors - self._errors_at
+        self.phase_rounds[phase] += rounds
+        self._errors_at = errors
+
+    def _phase(self, t):
+        """'drift' if round t (1-based: rounds done) lies within drift_window rounds after a drift."""
+        i = np.searchsorted(self.drifts, t - 1, side="left")  # drifts d < t: the target changed after round d
+        if i > 0 and t - 1 - self.drifts[i - 1] <= self.drift_window:
+            return "drift"
+        return "stable"
+
+    # -- the protocol step --------------------------------------------------------
+
+    def _check(self):
+        before = self._stats_snapshot()
+        co, tr = self.coordinator, self.transport
+        if self.protocol.name == "static":
+            co.full_sync(tr, "static")
+        else:
+            t = max(self.t, 1)  # Δ_t at t = 0 (check-learn) uses t = 1
+            dist = self.L.distances()
+            violators = np.flatnonzero(dist > co.threshold(t))
+            others = violators[violators != 0]
+            if len(others):
+                tr.p2p(others, 0, "violation", tr.message_nbytes(others))
+            tr.allreduce("control", 8)  # the count of violators
+            if len(violators):
+                tr.resolving = True
+                co.resolve(t, violators, self.L.models(violators), tr)
+                tr.resolving = False
+                tr.p2p(0, np.arange(1, self.k), "control", wire.CONTROL_BYTES)  # END
+            else:
+                co.resolve(t, [], None, tr)  # counts the check
+        self._attribute(before)
+
+    def _stats_snapshot(self):
+        s = self.coordinator.stats
+        return dict(s.model_messages), dict(s.full_syncs)
+
+    def _attribute(self, before):
+        """Messages of this check, by cause, into the phase of the current round."""
+        msgs0, syncs0 = before
+        s = self.coordinator.stats
+        bucket = self.phase_messages[self._phase(max(self.t, 1))]
+        for key in ("violation", "augmentation", "balance"):
+            d = s.model_messages[key] - msgs0[key]
+            if d:
+                bucket[key] = bucket.get(key, 0) + d
+        d = s.model_messages["full_sync"] - msgs0["full_sync"]
+        if d:
+            cause = next(c for c in s.full_syncs if s.full_syncs[c] != syncs0[c])
+            bucket["full_sync_" + cause] = bucket.get("full_sync_" + cause, 0) + d
+        if s.full_syncs["augmented"] != syncs0["augmented"]:
+            bucket["full_sync_augmented_count"] = bucket.get("full_sync_augmented_count", 0) + 1
+
+    def _record(self):
+        sent = self.transport.counters()[0].sum(axis=0)
+        self.timeline.append((self.t, int(self.L.errors.sum()), float(self.L.loss_sum.sum()),
+                              self.model_messages(), *(int(v) for v in sent)))
+
+    # -- results --------------------------------------------------------------------
+
+    def model_messages(self):
+        """The paper's count: model vectors sent up or down, by the protocol."""
+        return int(sum(self.coordinator.stats.model_messages.values()))
+
+    def final_model(self):
+        """Every learner's final model (ASGD: its averaged model) as z = [w, b, 0],
+        averaged by one Allreduce (the protocol's "final" full sync), as the MPI
+        runner does; central: the one learner's model. Returns (coef, intercept)."""
+        L, n = self.L, self.n
+        ids = np.arange(L.k)
+        z = np.zeros((L.k, n + 2))
+        if self.learner_args.get("average"):
+            for l in ids:
+                z[l, :n], z[l, n] = L.averaged_weights(l)
+        else:
+            zr = L.models(ids)
+            z[:, :n] = zr[:, n + 1, None] * L.r + zr[:, :n]  # w = α·r + u
+            z[:, n] = zr[:, n]
+        if self.central:
+            return z[0, :n].copy(), float(z[0, n])
+        final = _FinalSync(self.transport, z)
+        self.coordinator.full_sync(final, "final")
+        return final.mean[:n].copy(), float(final.mean[n])
+
+    def finish(self):
+        """Final Allreduce and the result dictionary."""
+        if self.t != self.rounds:
+            raise MpisgdError(f"simulate: fed {self.t} of {self.rounds} rounds")
+        coef, intercept = self.final_model()
+        sent_b, recv_b, sent_m, recv_m = self.transport.counters()
+        cats = wire.CATEGORIES
+        L = self.L
+        return {
+            "k": self.k, "n_features": self.n, "rounds": self.rounds, "order": self.order,
+            "protocol": self.protocol.as_dict(), "learner": self.learner_args,
+            "errors": int(L.errors.sum()), "loss": float(L.loss_sum.sum()), "examples": int(L.examples.sum()),
+            "model_messages": self.model_messages(),
+            "protocol_messages": self.model_messages() - (0 if self.central else 2 * self.k),
+            "stats": self.coordinator.stats.as_dict(),
+            "bytes_sent": {c: int(sent_b[:, i].sum()) for i, c in enumerate(cats)},
+            "bytes_received": {c: int(recv_b[:, i].sum()) for i, c in enumerate(cats)},
+            "messages_sent": {c: int(sent_m[:, i].sum()) for i, c in enumerate(cats)},
+            "messages_received": {c: int(recv_m[:, i].sum()) for i, c in enumerate(cats)},
+            "per_rank": {"sent_bytes": sent_b, "recv_bytes": recv_b, "sent_msgs": sent_m, "recv_msgs": recv_m},
+            "drifts": self.drifts.tolist(), "drift_window": self.drift_window,
+            "phase_messages": self.phase_messages, "phase_errors": self.phase_errors,
+            "phase_rounds": self.phase_rounds,
+            "timeline": self.timeline,
+            "coef": coef, "intercept": intercept,
+        }
+
+
+# ---------------------------------------------------------------- sources of rows
+
+
+class ShardSource:
+    """Rows of k HDF5 shards (one per learner, row t = round t), round-major.
+    Rounds = the longest shard; a shorter shard's learner stops learning after
+    its last row (its rows are simply absent), as in the MPI runner."""
+
+    def __init__(self, paths):
+        from mpisgd.data.shard import open_shard
+
+        if not paths:
+            raise MpisgdError("simulate: no shards given")
+        self.shards = [open_shard(p) for p in paths]
+        dims = {s.n_features for s in self.shards}
+        if len(dims) != 1:
+            raise MpisgdError(f"simulate: shards disagree on n_features: {sorted(dims)}")
+        self.n_features = dims.pop()
+        self.n_learners = len(self.shards)
+        self.n_rounds = max(s.n_rows for s in self.shards)
+
+    def drifts(self, t_stop):
+        d = self.shards[0].attrs.get("drifts")
+        if isinstance(d, str) and d:
+            import json
+
+            d = json.loads(d)
+        return np.asarray([x for x in (d or []) if x < t_stop], np.int64)
+
+    def rows(self, t_start, t_stop):
+        """(indptr, indices, data, y, owner, round_ptr): the rows of rounds
+        [t_start, t_stop), round-major; round_ptr gives each round's first row."""
+        parts = [s.read(t_start, t_stop) for s in self.shards]
+        owner = np.concatenate([np.full(len(p[3]), l, np.int64) for l, p in enumerate(parts)])
+        rnd = np.concatenate([np.arange(len(p[3])) for p in parts])
+        order = np.lexsort((owner, rnd))  # by round, then learner
+        offsets = np.cumsum([0] + [len(p[1]) for p in parts[:-1]])
+        starts = np.concatenate([p[0][:-1] + off for p, off in zip(parts, offsets)])[order]
+        row_len = np.concatenate([np.diff(p[0]) for p in parts])[order]
+        indptr = np.zeros(len(order) + 1, np.int64)
+        np.cumsum(row_len, out=indptr[1:])
+        take = np.repeat(starts - indptr[:-1], row_len) + np.arange(indptr[-1])  # source position of each entry
+        indices = np.concatenate([p[1] for p in parts])[take].astype(np.int32)
+        data = np.concatenate([p[2] for p in parts])[take]
+        y = np.concatenate([p[3] for p in parts])[order]
+        round_ptr = np.searchsorted(rnd[order], np.arange(t_stop - t_start + 1), side="left").astype(np.int64)
+        return indptr, indices, data, y, owner[order], round_ptr
+
+    def close(self):
+        for s in self.shards:
+            s.close()
+
+
+def make_stream(kind, n_features, k, seed, drift_prob=None, **extra):
+    """A synthetic stream of ``mpisgd.data.synthetic`` by name."""
+    from mpisgd.data import synthetic
+
+    if kind not in ("disjunction", "neuralnet", "linear"):
+        raise MpisgdError(f"synthetic: unknown stream {kind!r}; choose disjunction, neuralnet or linear")
+    cls = synthetic.STREAMS[kind]
+    kw = dict(extra)
+    if drift_prob is not None:
+        kw["drift_prob"] = drift_prob
+    return cls(n_features=n_features, n_learners=k, seed=seed, **kw)
+
+
+def block_rounds(k, n_features, budget=1 << 22):
+    """Rounds per generated block: about `budget` stored values."""
+    return max(1, budget // max(1, k * n_features))
+
+
+def run_many(stream, rounds, configs, block=None, progress=None):
+    """Run several ``Simulation``s (already built, all with the stream's k and
+    rounds) on one stream, generating each block of rounds once."""
+    k = stream.n_learners
+    block = block or block_rounds(k, stream.n_features)
+    for t0 in range(0, rounds, block):
+        t1 = min(rounds, t0 + block)
+        indptr, indices, data, y = stream.rows(t0, t1)
+        for sim in configs:
+            sim.feed(indptr, indices, data, y)
+        if progress:
+            progress(t1)
+    return [sim.finish() for sim in configs]
+
+
+def simulate(source, rounds, protocol, learner=None, order="learn-check", drift_window=500,
+             timeline_every=0, block=None):
+    """One configuration over a synthetic stream or a ``ShardSource``."""
+    k, n = source.n_learners, source.n_features
+    sim = Simulation(k, n, rounds, protocol, learner, order, source.drifts(rounds), drift_window,
+                     timeline_every)
+    if isinstance(source, ShardSource):
+        return _run_shards(source, rounds, sim, block or block_rounds(k, n))
+    return run_many(source, rounds, [sim], block)[0]
+
+
+def _run_shards(source, rounds, sim, block):
+    """Shards may end early: feed whole rounds, learners without a row skip it."""
+    for t0 in range(0, rounds, block):
+        t1 = min(rounds, t0 + block)
+        indptr, indices, data, y, owner, round_ptr = source.rows(t0, t1)
+        sim.feed(indptr, indices, data, y, owner, round_ptr)
+    return sim.finish()

@@ -1,0 +1,1 @@
+"""Programs and helpers for the tests that launch whole jobs (faults, SLURM)."""

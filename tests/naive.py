@@ -1,0 +1,238 @@
+"""Slow, obviously correct dense NumPy twins of the numba kernels.
+
+Each section belongs to the developer of the kernels it mirrors.
+"""
+
+import math
+
+import numpy as np
+from scipy.special import expit
+
+# ============================================================================
+# Single-process learner: losses, schedules, Bottou SGD/ASGD, Dekel SGD/ASGD/CASGD
+# ============================================================================
+
+
+def naive_loss(name, p, y, param=0.0):
+    """ℓ(p, y) straight from the table of ALGORITHMS.md §1."""
+    if name == "hinge":
+        return max(0.0, 1.0 - y * p)
+    if name == "log":
+        return math.log(1.0 + math.exp(-y * p)) if abs(p) < 30 else np.logaddexp(0.0, -y * p)
+    if name == "squared_hinge":
+        return 0.5 * max(0.0, 1.0 - y * p) ** 2
+    if name == "modified_huber":
+        return max(0.0, 1.0 - y * p) ** 2 if y * p >= -1 else -4.0 * y * p
+    if name == "perceptron":
+        return max(0.0, -y * p)
+    if name == "squared":
+        return 0.5 * (p - y) ** 2
+    if name == "absolute":
+        return abs(p - y)
+    if name == "huber":
+        r = abs(p - y)
+        return 0.5 * r * r if r <= param else param * (r - param / 2)
+    if name == "epsilon_insensitive":
+        return max(0.0, abs(p - y) - param)
+    raise KeyError(name)
+
+
+def naive_dloss(name, p, y, param=0.0):
+    """∂ℓ/∂p from the same table."""
+    if name == "hinge":
+        return -y if y * p < 1 else 0.0
+    if name == "log":
+        return -y * float(expit(-y * p))  # −y/(1 + e^{yp})
+    if name == "squared_hinge":
+        return -y * max(0.0, 1.0 - y * p)
+    if name == "modified_huber":
+        return -2.0 * y * max(0.0, 1.0 - y * p) if y * p >= -1 else -4.0 * y
+    if name == "perceptron":
+        return -y if y * p <= 0 else 0.0
+    if name == "squared":
+        return p - y
+    if name == "absolute":
+        return float(np.sign(p - y))
+    if name == "huber":
+        return float(np.clip(p - y, -param, param))
+    if name == "epsilon_insensitive":
+        return float(np.sign(p - y)) if abs(p - y) > param else 0.0
+    raise KeyError(name)
+
+
+def naive_eta(name, t, eta0, lam, t0, power):
+    """γ_t of ALGORITHMS.md §3."""
+    return {
+        "optimal": lambda: 1.0 / (lam * (t0 + t)),
+        "bottou": lambda: eta0 / (1.0 + lam * eta0 * t),
+        "xu": lambda: eta0 * (1.0 + lam * eta0 * t) ** -0.75,
+        "constant": lambda: eta0,
+        "invscaling": lambda: eta0 / t**power,
+    }[name]()
+
+
+def naive_sgd(X, y, order, loss, param, schedule, eta0, lam, t0, power, bias_gain,
+              fit_intercept, regularize_bias, average, avg_start):
+    """Dense SGD/ASGD: w ← (1 − γλ)w − γ g x, ā ← (1 − μ)ā + μ w.
+
+    Returns (w, b, ā, b̄, sum of losses before each step, errors)."""
+    w = np.zeros(X.shape[1])
+    b = 0.0
+    wa = np.zeros(X.shape[1])
+    ba = 0.0
+    total = 0.0
+    errors = 0
+    for t, i in enumerate(order, start=1):
+        x = X[i]
+        gamma = naive_eta(schedule, t, eta0, lam, t0, power)
+        p = w @ x + b
+        total += naive_loss(loss, p, y[i], param)
+        errors += y[i] * p <= 0
+        g = naive_dloss(loss, p, y[i], param)
+        w = (1.0 - gamma * lam) * w - gamma * g * x
+        if fit_intercept:
+            gb = gamma * bias_gain
+            b = (1.0 - gb * lam) * b if regularize_bias else b
+            b -= gb * g
+        mu = 1.0 if (not average or t <= avg_start) else 1.0 / (1.0 + t - avg_start)
+        wa = (1.0 - mu) * wa + mu * w
+        ba = (1.0 - mu) * ba + mu * b
+    return w, b, wa, ba, total, errors
+
+
+def naive_dekel(X, y, order, loss, param, lam, variant, bias_mode):
+    """Dense SGD with η_t = 1/(λt) on [x, 1] (or on [x − x̄, 1] for CASGD),
+    returning the last iterate (SGD) or the average (ASGD, CASGD) as a
+    predictor for raw x. bias_mode: 0 none, 1 regularized, 2 unregularized.
+
+    Returns (w, b, sum of losses before each step, errors)."""
+    n = X.shape[1]
+    xbar = X.mean(axis=0) if variant == "casgd" else np.zeros(n)
+    w = np.zeros(n)
+    b = 0.0
+    wsum = np.zeros(n)
+    bsum = 0.0
+    total = 0.0
+    errors = 0
+    for t, i in enumerate(order, start=1):
+        x = X[i] - xbar
+        p = w @ x + b
+        total += naive_loss(loss, p, y[i], param)
+        errors += y[i] * p <= 0
+        g = naive_dloss(loss, p, y[i], param)
+        eta = 1.0 / (lam * t)
+        w = (1.0 - eta * lam) * w - eta * g * x
+        if bias_mode == 1:
+            b = (1.0 - eta * lam) * b - eta * g
+        elif bias_mode == 2:
+            b = b - eta * g
+        wsum += w
+        bsum += b
+    if variant != "sgd":
+        w = wsum / len(order)
+        b = bsum / len(order)
+    # predictor for raw x: w·(x − x̄) + b = w·x + (b − w·x̄)
+    return w, b - w @ xbar, total, errors
+
+
+# ============================================================================
+# Online learners relative to a reference (mpisgd.learners): dense twin
+# ============================================================================
+
+
+class NaiveOnline:
+    """k dense models w (k, n), biases b (k,), reference (r, r_b)."""
+
+    def __init__(self, k, n, loss, param, schedule, eta0, lam, t0, power, fit_intercept, regularize_bias,
+                 ties_are_errors):  # fmt: skip
+        self.w = np.zeros((k, n))
+        self.b = np.zeros(k)
+        self.r = np.zeros(n)
+        self.r_b = 0.0
+        self.t = np.zeros(k, dtype=int)
+        self.sum_w = np.zeros((k, n))
+        self.sum_b = np.zeros(k)
+        self.loss_sum = np.zeros(k)
+        self.errors = np.zeros(k, dtype=int)
+        self.cfg = (loss, param, schedule, eta0, lam, t0, power, fit_intercept, regularize_bias, ties_are_errors)
+
+    def learn(self, X, y, owner):
+        loss, param, schedule, eta0, lam, t0, power, fit_intercept, regularize_bias, ties = self.cfg
+        X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+        for x, yi, l in zip(X, y, owner):
+            p = self.w[l] @ x + self.b[l]
+            self.loss_sum[l] += naive_loss(loss, p, yi, param)
+            classification = loss in ("hinge", "log", "squared_hinge", "modified_huber", "perceptron")
+            if classification and (p * yi < 0 or (p == 0 and ties)):
+                self.errors[l] += 1
+            self.t[l] += 1
+            gamma = naive_eta(schedule, self.t[l], eta0, lam, t0, power)
+            g = naive_dloss(loss, p, yi, param)
+            self.w[l] = (1 - gamma * lam) * self.w[l] - gamma * g * x
+            if fit_intercept:
+                if regularize_bias:
+                    self.b[l] *= 1 - gamma * lam
+                self.b[l] -= gamma * g
+            self.sum_w[l] += self.w[l]
+            self.sum_b[l] += self.b[l]
+
+    def distances(self):
+        return ((self.w - self.r) ** 2).sum(axis=1) + (self.b - self.r_b) ** 2
+
+    def dense(self, z):
+        n = len(self.r)
+        return z[n + 1] * self.r + z[:n], z[n]
+
+    def set_models(self, ids, z):
+        w, b = self.dense(z)
+        self.w[ids] = w
+        self.b[ids] = b
+
+    def set_reference(self, z):
+        w, b = self.dense(z)
+        self.w[:] = w
+        self.b[:] = b
+        self.r, self.r_b = w.copy(), b
+
+
+# ============================================================================
+# Data pipeline (mpisgd.data): a slow, line-by-line LIBSVM parser
+# ============================================================================
+
+
+def naive_parse_svmlight(text, zero_based="auto"):
+    """Parse LIBSVM text with str.split, one line at a time.
+
+    Returns (rows, labels, zero_based_used): rows a list of sorted
+    [(index, value)] with zero-based indices. Blank and comment lines are
+    skipped, qid fields ignored, unsorted rows sorted (repeats are an error)."""
+    rows, labels = [], []
+    for line in text.replace("\r", " ").split("\n"):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        labels.append(float(parts[0]))
+        row = []
+        for tok in parts[1:]:
+            if tok.startswith("qid:"):
+                continue
+            i, v = tok.split(":")
+            row.append((int(i), float(v)))
+        row.sort()
+        if len({i for i, _ in row}) != len(row):
+            raise ValueError("duplicate index")
+        rows.append(row)
+    if zero_based == "auto":
+        zero_based = any(i == 0 for row in rows for i, _ in row)
+    shift = 0 if zero_based else 1
+    return [[(i - shift, v) for i, v in row] for row in rows], labels, zero_based
+
+
+def naive_csr(rows, n_features):
+    """Dense matrix of naive_parse_svmlight's rows."""
+    X = np.zeros((len(rows), n_features))
+    for r, row in enumerate(rows):
+        for i, v in row:
+            X[r, i] = v
+    return X

@@ -1,0 +1,163 @@
+"""Shards: round trip, attributes, feature sums, integrity errors; the block
+reader; partitioning of shards over ranks."""
+
+import os
+
+import h5py
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mpisgd.data import shard as shard_mod
+from mpisgd.data.partition import block_range, shards_for_rank
+from mpisgd.data.reader import iter_blocks
+from mpisgd.data.shard import ShardWriter, open_shard, write_shard
+from mpisgd.errors import MpisgdError
+
+
+def _data(rows=1000, n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(rows, n, density=0.1, format="csr", random_state=seed)
+    X.data = rng.standard_normal(X.nnz)
+    keep = np.ones(rows)
+    keep[5:6] = 0.0  # an empty row
+    X = sp.diags(keep) @ X
+    X.eliminate_zeros()
+    y = np.where(rng.random(rows) < 0.5, -1.0, 1.0)
+    return X.tocsr(), y
+
+
+@pytest.mark.parametrize("compression", shard_mod.COMPRESSIONS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_round_trip(tmp_path, compression, dtype):
+    X, y = _data()
+    p = tmp_path / "s.h5"
+    write_shard(p, X, y, dtype=dtype, compression=compression, shard_index=2, shard_count=5,
+                source="test", label_mapping={"-1": -1, "1": 1}, command="pytest")
+    assert [f for f in os.listdir(tmp_path)] == ["s.h5"]  # no temporary left
+    with open_shard(p, verify=True) as s:
+        assert (s.n_rows, s.n_features, s.nnz) == (1000, 30, X.nnz)
+        assert s.attrs["shard_index"] == 2 and s.attrs["shard_count"] == 5
+        assert s.attrs["format_version"] == shard_mod.FORMAT_VERSION
+        assert s.attrs["source"] == "test"
+        Xs = X.astype(dtype).astype(np.float64)
+        np.testing.assert_allclose(s.feature_sums, np.asarray(Xs.sum(axis=0)).ravel(), rtol=1e-12)
+        indptr, indices, data, yy = s.read(0, 1000)
+        assert indptr.dtype == np.int64 and indices.dtype == np.int32
+        assert data.dtype == np.float64 and yy.dtype == np.float64
+        R = sp.csr_matrix((data, indices, indptr), shape=(1000, 30))
+        assert (R != Xs).nnz == 0 and np.array_equal(yy, y)
+        indptr, indices, data, yy = s.read(100, 250)
+        assert indptr[0] == 0 and len(yy) == 150
+        assert (sp.csr_matrix((data, indices, indptr), shape=(150, 30)) != Xs[100:250]).nnz == 0
+
+
+def test_plain_h5py_reads_a_shard(tmp_path):
+    """The documented layout (docs/FORMAT.md) is enough to read a shard."""
+    X, y = _data(50)
+    p = tmp_path / "s.h5"
+    write_shard(p, X, y)
+    with h5py.File(p, "r") as f:
+        assert f.attrs["format"] == "mpisgd-shard"
+        R = sp.csr_matrix((f["data"][:], f["indices"][:], f["indptr"][:]),
+                          shape=(f.attrs["n_rows"], f.attrs["n_features"]))
+        assert (R != X).nnz == 0 and np.array_equal(f["labels"][:], y)
+        assert f["data"].fletcher32
+
+
+def test_failed_write_leaves_nothing(tmp_path):
+    X, y = _data(50)
+    p = tmp_path / "s.h5"
+    with pytest.raises(RuntimeError):
+        with ShardWriter(p, 30) as w:
+            w.append(X.indptr, X.indices, X.data, y)
+            raise RuntimeError("boom")
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(MpisgdError, match="feature index outside"):
+        with ShardWriter(p, 3) as w:
+            w.append(X.indptr, X.indices, X.data, y)
+    assert os.listdir(tmp_path) == []
+
+
+def test_missing_truncated_corrupt_and_foreign_shards(tmp_path):
+    X, y = _data(3000, 200)
+    p = tmp_path / "s.h5"
+    write_shard(p, X, y)
+    with pytest.raises(MpisgdError, match="nothere.h5: shard not found"):
+        open_shard(tmp_path / "nothere.h5")
+    raw = p.read_bytes()
+    cut = tmp_path / "cut.h5"
+    cut.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(MpisgdError, match="cut.h5"):
+        with open_shard(cut, verify=True):
+            pass
+    # Flip bytes inside the data dataset's chunk: fletcher32 catches it on read.
+    with h5py.File(p, "r") as f:
+        offset = f["data"].id.get_chunk_info(0).byte_offset
+    bad = bytearray(raw)
+    for k in range(offset + 100, offset + 108):
+        bad[k] ^= 0xFF
+    corrupt = tmp_path / "corrupt.h5"
+    corrupt.write_bytes(bytes(bad))
+    with open_shard(corrupt) as s:  # structure is fine
+        with pytest.raises(MpisgdError, match=r"corrupt.h5: dataset 'data' is corrupt"):
+            s.read(0, s.n_rows)
+    with pytest.raises(MpisgdError, match=r"corrupt.h5: dataset 'data' is corrupt"):
+        open_shard(corrupt, verify=True)
+    other = tmp_path / "v2.h5"
+    other.write_bytes(raw)
+    with h5py.File(other, "a") as f:
+        f.attrs["format_version"] = 99
+    with pytest.raises(MpisgdError, match="v2.h5: shard format version 99"):
+        open_shard(other)
+    plain = tmp_path / "plain.h5"
+    with h5py.File(plain, "w") as f:
+        f["x"] = np.arange(3)
+    with pytest.raises(MpisgdError, match="plain.h5: not an mpisgd shard"):
+        open_shard(plain)
+    notes = tmp_path / "notes.h5"
+    notes.write_text("hello")
+    with pytest.raises(MpisgdError, match="notes.h5: not a readable HDF5 shard"):
+        open_shard(notes)
+
+
+@pytest.mark.parametrize("readahead", [0, 1, 3])
+def test_iter_blocks_in_file_order(tmp_path, readahead):
+    paths = []
+    parts = [_data(rows, 30, seed) for rows, seed in ((700, 1), (0, 2), (333, 3))]
+    for k, (X, y) in enumerate(parts):
+        paths.append(tmp_path / f"s{k}.h5")
+        write_shard(paths[-1], X, y)
+    blocks = list(iter_blocks(paths, 128, readahead=readahead))
+    assert [b.row_start for b in blocks if b.shard == 0] == list(range(0, 700, 128))
+    assert all(b.n_rows <= 128 for b in blocks)
+    X = sp.vstack([sp.csr_matrix((b.data, b.indices, b.indptr), shape=(b.n_rows, 30))
+                   for b in blocks])
+    assert (X != sp.vstack([p[0] for p in parts])).nnz == 0
+    np.testing.assert_array_equal(np.concatenate([b.y for b in blocks]),
+                                  np.concatenate([p[1] for p in parts]))
+
+
+def test_iter_blocks_errors_and_early_stop(tmp_path):
+    X, y = _data(1000)
+    good = tmp_path / "good.h5"
+    write_shard(good, X, y)
+    gen = iter_blocks([good] * 5, 10, readahead=2)
+    next(gen)
+    gen.close()  # the reading thread stops; nothing hangs
+    with pytest.raises(MpisgdError, match="missing.h5: shard not found"):
+        list(iter_blocks([good, tmp_path / "missing.h5"], 100))
+    with pytest.raises(MpisgdError, match="block_rows"):
+        list(iter_blocks([good], 0))
+
+
+def test_shards_for_rank():
+    for n in range(1, 12):
+        for size in range(1, n + 1):
+            got = [shards_for_rank(n, size, r) for r in range(size)]
+            assert sorted(sum(got, [])) == list(range(n))
+            assert max(map(len, got)) - min(map(len, got)) <= 1
+            assert all(g == list(range(g[0], g[-1] + 1)) for g in got)
+    with pytest.raises(MpisgdError, match="3 ranks but only 2 shards"):
+        shards_for_rank(2, 3, 0)
+    assert block_range(10, 3, 2) == (6, 10)

@@ -1,0 +1,91 @@
+"""The simulator against the MPI runner: the same shards, seed and parameters
+through ``mpisgd simulate`` and ``mpiexec -n k … mpisgd train --mode sync``
+give the same messages and bytes per category (sent and received) and
+protocol statistics, the same online errors, and the same final model (1e-9
+relative). k = 2 and 3; skipped when mpiexec is missing."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mpisgd.data.synthetic import DisjunctionStream, write_learner_shards
+from mpisgd.model import LinearModel
+from mpisgd.wire import CATEGORIES
+
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+
+CASES = [
+    ["--protocol", "dynamic", "--delta", "0.3", "--period", "1"],
+    ["--protocol", "dynamic", "--delta", "0.2", "--period", "2", "--augmentation", "farthest"],
+    ["--protocol", "dynamic", "--delta", "0.5", "--augmentation", "random-double", "--counter-counts", "contacted"],
+    ["--protocol", "static", "--period", "3"],
+]
+
+
+def _env():
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", PYTHONHASHSEED="0")
+    return env
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    out = {}
+    for k in (2, 3):
+        d = tmp_path_factory.mktemp(f"shards{k}")
+        stream = DisjunctionStream(30, k, seed=11, drift_prob=0.01)
+        out[k] = write_learner_shards(stream, 400, str(d))
+    return out
+
+
+def _train(k, paths, args, out):
+    cmd = [str(MPIEXEC), "-n", str(k), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *paths,
+           "--mode", "sync", "--out", str(out), "--quiet", "--timeline-every", "50", *args]
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(out / "report.json") as f:
+        return json.load(f), LinearModel.load(str(out / "model.h5"))
+
+
+def _simulate(paths, args, out):
+    from mpisgd.cli import main
+
+    assert main(["simulate", *paths, "--out", str(out), "--quiet", "--timeline-every", "50", *args]) == 0
+    with open(out / "report.json") as f:
+        return json.load(f)
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_simulate_equals_train_sync(k, case, shards, tmp_path):
+    args = CASES[case]
+    report, model = _train(k, shards[k], args, tmp_path / "train")
+    sim = _simulate(shards[k], args, tmp_path / "sim")
+    comm = report["communication"]
+    for c in CATEGORIES:
+        got = (sim["messages_sent"][c], sim["bytes_sent"][c], sim["messages_received"][c], sim["bytes_received"][c])
+        want = (comm["sent"][c]["messages"], comm["sent"][c]["bytes"],
+                comm["received"][c]["messages"], comm["received"][c]["bytes"])
+        assert got == want, c
+    for r, rank in enumerate(report["per_rank"]):  # per rank, too
+        for c in CATEGORIES:
+            i = CATEGORIES.index(c)
+            assert sim["per_rank"]["sent_bytes"][r][i] == rank["communication"]["sent"][c]["bytes"], (r, c)
+            assert sim["per_rank"]["recv_msgs"][r][i] == rank["communication"]["received"][c]["messages"], (r, c)
+    assert sim["model_messages"] == comm["model_messages_paper"]["total"]
+    assert sim["stats"]["full_syncs"] == {key: v for key, v in report["protocol"]["full_syncs"].items() if key != "total"}
+    for key in ("checks", "violations", "balancings", "augmented"):
+        assert sim["stats"][key] == report["protocol"][key], key
+    assert sim["errors"] == report["online"]["errors"]
+    np.testing.assert_allclose(sim["loss"], report["online"]["loss"], rtol=1e-9)
+    np.testing.assert_allclose(sim["coef"], model.coef, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(sim["intercept"], model.intercept, rtol=1e-9, atol=1e-12)
+    with open(tmp_path / "train" / "timeline.csv") as a, open(tmp_path / "sim" / "timeline.csv") as b:
+        rows_a, rows_b = [r.split(",") for r in a.read().split()], [r.split(",") for r in b.read().split()]
+    assert [r[:2] + r[3:] for r in rows_a] == [r[:2] + r[3:] for r in rows_b]  # all but the float loss

@@ -1,0 +1,216 @@
+"""Invariants of the protocol run through the simulator (mpisgd.simulator):
+balancing keeps the mean and restores the local conditions, static b=1 makes
+all models equal after every round, none is k independent learners, central
+is one learner on the round-major rows, and the byte counters agree with the
+wire sizes and with themselves (every point-to-point byte sent is received)."""
+
+import numpy as np
+import pytest
+
+from mpisgd import wire
+from mpisgd.data.synthetic import DisjunctionStream, LinearTeacherStream, write_learner_shards
+from mpisgd.errors import MpisgdError
+from mpisgd.learners import OnlineLearners
+from mpisgd.protocol import AUGMENTATIONS, ProtocolConfig
+from mpisgd.simulator import ShardSource, Simulation, SimTransport, run_many, simulate
+
+LEARNER = {"loss": "log", "eta0": 1.0, "lam": 0.0}
+
+
+def dense_models(L):
+    """(k, n + 1) dense [w_l, b_l] of every learner."""
+    return np.hstack([L.alpha[:, None] * L.r + L.s[:, None] * L.V, L.bias[:, None]])
+
+
+def dense_reference(L):
+    r, rb = L.reference
+    return np.append(r, rb)
+
+
+def watch_resolutions(sim, delta):
+    """Wrap the coordinator's resolve: check the mean is kept and every member
+    meets its local condition afterwards. Returns the list of set sizes."""
+    sizes = []
+    resolve = sim.coordinator.resolve
+
+    def checked(t, violators, models, transport):
+        before = dense_models(sim.L).mean(axis=0)
+        members = resolve(t, violators, models, transport)
+        after = dense_models(sim.L)
+        np.testing.assert_allclose(after.mean(axis=0), before, rtol=0, atol=1e-9 * (1 + np.abs(before).max()))
+        dist = ((after[members] - dense_reference(sim.L)) ** 2).sum(axis=1)
+        assert np.all(dist <= delta * (1 + 1e-9)), (t, dist.max())
+        # the O(1) distances agree with the dense ones
+        np.testing.assert_allclose(sim.L.distances(), ((after - dense_reference(sim.L)) ** 2).sum(axis=1),
+                                   rtol=1e-9, atol=1e-12)
+        sizes.append(len(members))
+        return members
+
+    sim.coordinator.resolve = checked
+    return sizes
+
+
+@pytest.mark.parametrize("augmentation", AUGMENTATIONS)
+def test_balancing_keeps_mean_and_local_conditions(augmentation):
+    k, T, delta = 12, 400, 0.5
+    stream = DisjunctionStream(20, k, seed=3, drift_prob=0.01)
+    sim = Simulation(k, 20, T, ProtocolConfig(delta=delta, augmentation=augmentation, seed=1), LEARNER)
+    sizes = watch_resolutions(sim, delta)
+    run_many(stream, T, [sim], block=37)
+    assert any(0 < s < k for s in sizes), "no partial balancing happened: the test proves nothing"
+    st = sim.coordinator.stats
+    assert st.checks == T
+    assert st.balancings > 0
+
+
+def test_static_b1_makes_all_models_equal_every_round():
+    k, T = 5, 60
+    stream = DisjunctionStream(15, k, seed=1, drift_prob=0.05)
+    sim = Simulation(k, 15, T, ProtocolConfig(name="static", period=1), LEARNER)
+    full_sync = sim.transport.full_sync
+    seen = []
+
+    def checked():
+        full_sync()
+        W = dense_models(sim.L)
+        np.testing.assert_allclose(W, np.broadcast_to(W[0], W.shape), rtol=0, atol=1e-12)
+        assert np.all(sim.L.distances() == 0.0)
+        seen.append(sim.t)
+
+    sim.transport.full_sync = checked
+    run_many(stream, T, [sim], block=7)
+    assert seen == list(range(1, T + 1))
+
+
+def test_none_is_independent_learners():
+    k, T, n = 3, 200, 30
+    stream = LinearTeacherStream(n, k, seed=2, nnz_per_row=5)
+    result = simulate(stream, T, ProtocolConfig(name="none"), LEARNER)
+    errors = 0
+    coefs = []
+    for l in range(k):
+        ip, ix, d, y = stream.rows(0, T, [l])
+        one = OnlineLearners(1, n, **LEARNER)
+        one.learn(ip, ix, d, y, np.zeros(T, np.int64))
+        errors += int(one.errors[0])
+        coefs.append(one.weights(0)[0])
+    assert result["errors"] == errors
+    np.testing.assert_allclose(result["coef"], np.mean(coefs, axis=0), rtol=1e-12, atol=1e-14)
+    assert result["protocol_messages"] == 0
+    assert result["bytes_sent"]["full_sync"] == k * wire.dense_nbytes(n)  # the final Allreduce only
+
+
+def test_central_is_one_learner_on_round_major_rows():
+    k, T, n = 4, 100, 30
+    stream = LinearTeacherStream(n, k, seed=5, nnz_per_row=5)
+    result = simulate(stream, T, ProtocolConfig(name="central"), LEARNER)
+    ip, ix, d, y = stream.rows(0, T)
+    one = OnlineLearners(1, n, **LEARNER)
+    one.learn(ip, ix, d, y, np.zeros(len(y), np.int64))
+    assert result["errors"] == int(one.errors[0])
+    np.testing.assert_array_equal(result["coef"], one.weights(0)[0])
+
+
+def test_blocks_do_not_change_the_result():
+    k, T = 6, 300
+    stream = DisjunctionStream(20, k, seed=4, drift_prob=0.01)
+    cfg = ProtocolConfig(delta=0.3, period=2, augmentation="random-double")
+    a = simulate(stream, T, cfg, LEARNER, block=1)
+    b = simulate(stream, T, cfg, LEARNER, block=1000)
+    for key in ("errors", "model_messages", "bytes_sent", "messages_sent", "stats"):
+        assert a[key] == b[key]
+    np.testing.assert_array_equal(a["coef"], b["coef"])
+
+
+def test_counters_agree_with_wire_sizes():
+    k, T, n = 9, 300, 25
+    stream = DisjunctionStream(n, k, seed=6, drift_prob=0.01)
+    sim = Simulation(k, n, T, ProtocolConfig(delta=0.4, augmentation="farthest"), LEARNER)
+    # every fetched reply has the size of the learner's actual wire message
+    fetch = sim.transport.fetch
+    expected = {"reply": 0}
+
+    def fetch_checked(ids):
+        expected["reply"] += sum(len(sim.L.message(int(i))) for i in ids if i != 0)
+        return fetch(ids)
+
+    sim.transport.fetch = fetch_checked
+    r = run_many(stream, T, [sim], block=50)[0]
+    st = r["stats"]
+    for c in wire.CATEGORIES:  # totals: what is sent is received
+        assert r["bytes_sent"][c] == r["bytes_received"][c], c
+        assert r["messages_sent"][c] == r["messages_received"][c], c
+    assert r["bytes_sent"]["balance_reply"] == expected["reply"]
+    syncs = sum(st["full_syncs"].values())
+    allreduces = syncs - st["full_syncs"]["augmented"]  # an augmented "full sync" is a balancing of everyone
+    assert r["bytes_sent"]["full_sync"] == allreduces * k * wire.dense_nbytes(n)
+    assert r["messages_sent"]["balance_request"] * wire.CONTROL_BYTES == r["bytes_sent"]["balance_request"]
+    assert st["model_messages"]["violation"] == st["violations"]
+    assert st["model_messages"]["full_sync"] == 2 * k * allreduces
+    assert r["model_messages"] == sum(st["model_messages"].values())
+    per = r["per_rank"]
+    assert per["sent_bytes"][1:, wire.CATEGORIES.index("balance_request")].sum() == 0  # only rank 0 requests
+    assert per["sent_bytes"][0, wire.CATEGORIES.index("violation")] == 0  # rank 0's model is local
+    # a violation message is 16 + 12·nnz bytes or dense: bounded by the dense size
+    assert r["bytes_sent"]["violation"] <= r["messages_sent"]["violation"] * (16 + 8 * n)
+    assert st["violations"] > 0 and st["augmented"] > 0
+
+
+def test_counter_forced_full_syncs_happen_and_phases_add_up():
+    k, T = 8, 500
+    stream = DisjunctionStream(20, k, seed=7, drift_prob=0.01)
+    r = simulate(stream, T, ProtocolConfig(delta=0.2), LEARNER, drift_window=50)
+    assert r["stats"]["full_syncs"]["forced"] > 0
+    by_cause = {}
+    for phase in r["phase_messages"].values():
+        for key, v in phase.items():
+            if not key.endswith("_count"):
+                by_cause[key] = by_cause.get(key, 0) + v
+    assert sum(by_cause.values()) == r["protocol_messages"]
+    assert sum(r["phase_errors"].values()) == r["errors"]
+    assert sum(r["phase_rounds"].values()) == T
+
+
+def test_check_learn_order_adds_the_check_at_zero():
+    k, T = 4, 40
+    stream = DisjunctionStream(10, k, seed=8, drift_prob=0.0)
+    a = simulate(stream, T, ProtocolConfig(name="static", period=8), LEARNER, order="learn-check")
+    b = simulate(stream, T, ProtocolConfig(name="static", period=8), LEARNER, order="check-learn")
+    assert a["stats"]["full_syncs"]["static"] == 5  # after rounds 8, …, 40
+    assert b["stats"]["full_syncs"]["static"] == 5  # before rounds 1, 9, …, 33
+    assert a["errors"] == b["errors"]  # the sync at t = 0 and the one at T change no prediction
+
+
+def test_shards_give_the_stream_result(tmp_path):
+    k, T, n = 3, 120, 20
+    stream = DisjunctionStream(n, k, seed=9, drift_prob=0.01)
+    paths = write_learner_shards(stream, T, str(tmp_path))
+    cfg = ProtocolConfig(delta=0.5, period=2)
+    source = ShardSource(paths)
+    try:
+        from_shards = simulate(source, T, cfg, LEARNER, block=17)
+    finally:
+        source.close()
+    from_stream = simulate(stream, T, cfg, LEARNER)
+    for key in ("errors", "bytes_sent", "messages_sent", "stats", "drifts"):
+        assert from_shards[key] == from_stream[key], key
+    np.testing.assert_array_equal(from_shards["coef"], from_stream["coef"])
+
+
+def test_transport_counts_collectives_at_every_rank():
+    L = OnlineLearners(4, 3)
+    tr = SimTransport(L)
+    tr.allreduce("control", 8)
+    tr.p2p(np.array([1, 2]), 0, "violation", np.array([28, 40]))
+    sent_b, recv_b, sent_m, recv_m = tr.counters()
+    c, v = wire.CATEGORIES.index("control"), wire.CATEGORIES.index("violation")
+    assert list(sent_b[:, c]) == [8] * 4 and list(recv_m[:, c]) == [1] * 4
+    assert list(sent_b[:, v]) == [0, 28, 40, 0] and recv_b[0, v] == 68 and recv_m[0, v] == 2
+
+
+def test_bad_input_is_named():
+    with pytest.raises(MpisgdError, match="order"):
+        Simulation(2, 3, 10, ProtocolConfig(), LEARNER, order="sideways")
+    sim = Simulation(2, 3, 10, ProtocolConfig(), LEARNER)
+    with pytest.raises(MpisgdError, match="whole rounds"):
+        sim.feed(np.zeros(4, np.int64), np.zeros(0, np.int32), np.zeros(0), np.ones(3))
