@@ -40,3 +40,9 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) runs build *.egg-info
 	find . -name __pycache__ -prune -exec rm -rf {} +
+
+# Kamp et al. 2014 and beyond, through the simulator (docs/REPRODUCTION.md):
+# results, tables and figures under runs/reproduce.
+.PHONY: reproduce
+reproduce: $(STAMP)
+	NUMBA_NUM_THREADS=1 $(PY) bench/reproduce.py --out runs/reproduce --jobs 2

@@ -5,7 +5,9 @@ side by side with scikit-learn's SGDClassifier and a dot-product floor.
 
 Every row: the median over ``--repeats`` epochs after one warm-up epoch (JIT
 compiled before any timing), the test error after those epochs, and the ratio
-to the floor measured in the same process. The floor is a numba loop that
+to the floor measured in the same process. The epochs run round robin (one
+epoch of every row per round), so that load changes on a shared machine hit
+all rows alike; the last column shows the spread (max/min) of each row. The floor is a numba loop that
 only computes each row's dot product with a dense w, in shuffled order.
 Prints a markdown table (for bench/README.md, section "Kernels") and the cold
 (empty numba cache) and warm start-up times of a small `fit` in a fresh process.
@@ -38,39 +40,60 @@ def dot_floor(indptr, indices, data, order, w):
     return total
 
 
-def time_floor(X, repeats, rng):
-    w = rng.normal(size=X.shape[1])
-    times = []
-    for _ in range(repeats + 1):
-        order = rng.permutation(X.shape[0]).astype(np.int64)
+class Floor:
+    """One 'epoch' of the floor: the dot products of a shuffled pass, no update."""
+
+    def __init__(self, X, seed=1):
+        self.X = X
+        self.rng = np.random.default_rng(seed)
+        self.w = self.rng.normal(size=X.shape[1])
+
+    def epoch(self):
+        order = self.rng.permutation(self.X.shape[0]).astype(np.int64)
         start = time.perf_counter()
-        dot_floor(X.indptr, X.indices, X.data, order, w)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times[1:])
+        dot_floor(self.X.indptr, self.X.indices, self.X.data, order, self.w)
+        return time.perf_counter() - start
+
+    def error(self):
+        return None
 
 
-def time_mpisgd(X, y, Xt, yt, repeats, **params):
-    from mpisgd import SGDClassifier
+class Ours:
+    """mpisgd.SGDClassifier, one epoch per call (the kernel call only is timed)."""
 
-    clf = SGDClassifier(random_state=0, **params)
-    times = [seconds for _, seconds, _, _ in clf._epochs(X, y, repeats + 1, reset=True)]
-    return statistics.median(times[1:]), float(np.mean(clf.predict(Xt) != yt)), clf.eta0_
+    def __init__(self, X, y, Xt, yt, epochs, **params):
+        from mpisgd import SGDClassifier
+
+        self.clf = SGDClassifier(random_state=0, **params)
+        self.steps = self.clf._epochs(X, y, epochs, reset=True)
+        self.Xt, self.yt = Xt, yt
+
+    def epoch(self):
+        return next(self.steps)[1]
+
+    def error(self):
+        return float(np.mean(self.clf.predict(self.Xt) != self.yt))
 
 
-def time_sklearn(X, y, Xt, yt, repeats, **params):
-    from sklearn.linear_model import SGDClassifier
+class Sklearn:
+    """scikit-learn's SGDClassifier, one partial_fit (one epoch) per call."""
 
-    import scipy.sparse as sp
+    def __init__(self, X, y, Xt, yt, **params):
+        import scipy.sparse as sp
+        from sklearn.linear_model import SGDClassifier
 
-    # scikit-learn's SGD accepts only int32 indptr (the same arrays otherwise)
-    X = sp.csr_matrix((X.data, X.indices, X.indptr.astype(np.int32)), shape=X.shape)
-    clf = SGDClassifier(random_state=0, tol=None, **params)
-    times = []
-    for _ in range(repeats + 1):
+        # scikit-learn's SGD accepts only int32 indptr (the same arrays otherwise)
+        self.X = sp.csr_matrix((X.data, X.indices, X.indptr.astype(np.int32)), shape=X.shape)
+        self.y, self.Xt, self.yt = y, Xt, yt
+        self.clf = SGDClassifier(random_state=0, tol=None, **params)
+
+    def epoch(self):
         start = time.perf_counter()
-        clf.partial_fit(X, y, classes=np.array([-1.0, 1.0]))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times[1:]), float(np.mean(clf.predict(Xt) != yt))
+        self.clf.partial_fit(self.X, self.y, classes=np.array([-1.0, 1.0]))
+        return time.perf_counter() - start
+
+    def error(self):
+        return float(np.mean(self.clf.predict(self.Xt) != self.yt))
 
 
 STARTUP = """
@@ -118,12 +141,10 @@ def main(argv=None):
     # compile everything once, outside the timings
     small = slice(0, 2000)
     for algorithm in ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd"):
-        time_mpisgd(X[small], y[small], Xt[:10], yt[:10], 1, algorithm=algorithm)
-    rng = np.random.default_rng(1)
-    floor = time_floor(X, args.repeats, rng)
-
-    rows = [("dot-product floor", floor, None, None)]
-    ours = [
+        Ours(X[small], y[small], Xt[:10], yt[:10], 1, algorithm=algorithm).epoch()
+    epochs = args.repeats + 1
+    runners = {"dot-product floor": (Floor(X), None)}
+    for name, params in [
         ("mpisgd SGD hinge λ=1e-4", dict(loss="hinge", alpha=1e-4, algorithm="sgd")),
         ("mpisgd ASGD hinge λ=1e-4", dict(loss="hinge", alpha=1e-4, algorithm="asgd")),
         ("mpisgd SGD log λ=1e-5", dict(loss="log", alpha=1e-5, algorithm="sgd")),
@@ -132,27 +153,42 @@ def main(argv=None):
         ("mpisgd Dekel ASGD hinge λ=1e-4",
          dict(loss="hinge", alpha=1e-4, algorithm="dekel-asgd")),
         ("mpisgd CASGD hinge λ=1e-4", dict(loss="hinge", alpha=1e-4, algorithm="dekel-casgd")),
-    ]
-    for name, params in ours:
-        seconds, error, eta0 = time_mpisgd(X, y, Xt, yt, args.repeats, **params)
-        rows.append((name, seconds, error, f"γ0={eta0:g}" if eta0 else "1/(λt)"))
+    ]:
+        runners[name] = (Ours(X, y, Xt, yt, epochs, **params), params)
     for name, params in [
         ("sklearn SGDClassifier hinge λ=1e-4", dict(loss="hinge", alpha=1e-4)),
-        ("sklearn SGDClassifier hinge λ=1e-4 average", dict(loss="hinge", alpha=1e-4,
-                                                             average=True)),
+        ("sklearn SGDClassifier hinge λ=1e-4 average",
+         dict(loss="hinge", alpha=1e-4, average=True)),
         ("sklearn SGDClassifier log λ=1e-5", dict(loss="log_loss", alpha=1e-5)),
-        ("sklearn SGDClassifier log λ=1e-5 average", dict(loss="log_loss", alpha=1e-5,
-                                                           average=True)),
+        ("sklearn SGDClassifier log λ=1e-5 average",
+         dict(loss="log_loss", alpha=1e-5, average=True)),
     ]:
-        seconds, error = time_sklearn(X, y, Xt, yt, args.repeats, **params)
-        rows.append((name, seconds, error, "optimal"))
+        runners[name] = (Sklearn(X, y, Xt, yt, **params), params)
+    # round robin: every round runs one epoch of every runner, so that a change
+    # of the machine's load hits all of them alike; round 0 is the warm-up
+    times = {name: [] for name in runners}
+    for _ in range(epochs):
+        for name, (runner, _) in runners.items():
+            times[name].append(runner.epoch())
+    floor = statistics.median(times["dot-product floor"][1:])
+    rows = []
+    for name, (runner, params) in runners.items():
+        step = ""
+        if isinstance(runner, Ours):
+            eta0 = runner.clf.eta0_
+            step = f"γ0={eta0:g}" if eta0 else "1/(λt)"
+        elif isinstance(runner, Sklearn):
+            step = "optimal"
+        rows.append((name, statistics.median(times[name][1:]), runner.error(), step,
+                     max(times[name][1:]) / min(times[name][1:])))
 
     print(f"\n| kernel | s/epoch (median of {args.repeats}) | × floor | test error after "
-          f"{args.repeats + 1} epochs | step |")
-    print("|---|---|---|---|---|")
-    for name, seconds, error, step in rows:
+          f"{epochs} epochs | step | max/min of the {args.repeats} |")
+    print("|---|---|---|---|---|---|")
+    for name, seconds, error, step, spread in rows:
         err = "" if error is None else f"{100 * error:.2f} %"
-        print(f"| {name} | {seconds:.4f} | {seconds / floor:.2f} | {err} | {step or ''} |")
+        print(f"| {name} | {seconds:.4f} | {seconds / floor:.2f} | {err} | {step} | "
+              f"{spread:.2f} |")
     (cold_wall, cold_inner), (warm_wall, warm_inner) = startup_times()
     print(f"\nstart-up of a small fit in a fresh process (2,000 × 500, 2 epochs): "
           f"cold cache {cold_wall:.1f} s (import+fit {cold_inner:.1f} s), "

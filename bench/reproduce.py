@@ -114,10 +114,6 @@ def tasks(args):
     T_d, T_n, T_s = (args.rounds or 25000), (args.rounds or 2500) // (10 if args.rounds else 1), (args.rounds or 4000)
     out = []
     only = set(args.only.split(","))
-    if "neuralnet" in only:
-        for s in seeds:
-            out.append(("neuralnet", "neuralnet", dict(n_features=150, n_learners=args.k_nn, seed=s), T_n,
-                        neuralnet_configs()))
     if "disjunction" in only:
         for s in seeds:
             configs = disjunction_configs()
@@ -126,9 +122,13 @@ def tasks(args):
             out.append(("disjunction", "disjunction", dict(n_features=100, n_learners=args.k, seed=s), T_d, configs))
         out.append(("disjunction-nodrift", "disjunction",
                     dict(n_features=100, n_learners=args.k, seed=0, drift_prob=0.0), T_d, disjunction_configs()))
+    if "neuralnet" in only:
+        for s in range(args.nn_seeds if args.nn_seeds is not None else args.seeds):
+            out.append(("neuralnet", "neuralnet", dict(n_features=150, n_learners=args.k_nn, seed=s), T_n,
+                        neuralnet_configs()))
     if "stationary" in only:
         k = 32
-        for s in seeds:
+        for s in range(args.stationary_seeds if args.stationary_seeds is not None else args.seeds):
             out.append(("stationary", "linear", dict(n_features=1000, n_learners=k, seed=s, drift_prob=0.0,
                                                      nnz_per_row=20), T_s, stationary_configs(k, T_s)))
     return out
@@ -167,6 +167,10 @@ def run_task(task):
     return rows
 
 
+def _run_indexed(task):
+    return task, run_task(task)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/reproduce")
@@ -178,26 +182,47 @@ def main(argv=None):
     p.add_argument("--k-nn", type=int, default=1024, help="learners of the network")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--no-report", action="store_true", help="skip tables and figures")
+    p.add_argument("--resume", action="store_true", help="keep the streams already done in OUT/parts")
+    p.add_argument("--nn-seeds", type=int, default=None, help="seeds of the network (default: --seeds)")
+    p.add_argument("--stationary-seeds", type=int, default=None, help="seeds of the stationary stream (default: --seeds)")
+    p.add_argument("--report-only", action="store_true",
+                   help="no new runs: merge the streams in OUT/parts that match the task list, then report")
     args = p.parse_args(argv)
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     os.makedirs(args.out, exist_ok=True)
     todo = tasks(args)
+    parts = os.path.join(args.out, "parts")
+    os.makedirs(parts, exist_ok=True)
+    part_path = lambda t: os.path.join(parts, f"{t[0]}-{t[2]['seed']}.json")  # noqa: E731
+    if not (args.resume or args.report_only):
+        for t in todo:
+            if os.path.exists(part_path(t)):
+                os.unlink(part_path(t))
+    if args.report_only:
+        todo = [t for t in todo if os.path.exists(part_path(t))]
+    pending = [t for t in todo if not os.path.exists(part_path(t))]
     start = time.perf_counter()
-    rows = []
+    from mpisgd.metrics import write_report
+
+    def done(i, part, task):
+        write_report(part_path(task), {"rows": part})  # one file per stream: an interrupted sweep resumes
+        print(f"reproduce: {i + 1}/{len(pending)} streams ({task[0]} seed {task[2]['seed']}, "
+              f"{part[0]['task_seconds']:.1f}s), {time.perf_counter() - start:.0f}s", flush=True)
+
     if args.jobs > 1:
         with get_context("spawn").Pool(args.jobs) as pool:
-            for i, part in enumerate(pool.imap_unordered(run_task, todo)):
-                rows += part
-                print(f"reproduce: {i + 1}/{len(todo)} streams ({part[0]['experiment']} seed {part[0]['seed']}, "
-                      f"{part[0]['task_seconds']:.1f}s), {time.perf_counter() - start:.0f}s", flush=True)
+            for i, (task, part) in enumerate(pool.imap_unordered(_run_indexed, pending)):
+                done(i, part, task)
     else:
-        for i, task in enumerate(todo):
-            part = run_task(task)
-            rows += part
-            print(f"reproduce: {i + 1}/{len(todo)} streams, {time.perf_counter() - start:.0f}s", flush=True)
+        for i, task in enumerate(pending):
+            done(i, run_task(task), task)
+    rows = []
+    for t in todo:
+        with open(part_path(t), encoding="utf-8") as f:
+            rows += json.load(f)["rows"]
     rows.sort(key=lambda r: (r["experiment"], r["seed"], r["label"]))
-    meta = {"argv": sys.argv[1:], "seconds": time.perf_counter() - start, "jobs": args.jobs}
-    from mpisgd.metrics import write_report
+    meta = {"argv": sys.argv[1:], "seconds": time.perf_counter() - start, "jobs": args.jobs,
+            "cpu_seconds": sum(r["task_seconds"] for r in rows if r["label"] == "none" and r["variant"] == "default")}
 
     write_report(os.path.join(args.out, "results.json"), {"meta": meta, "rows": rows})
     _write_csv(os.path.join(args.out, "results.csv"), rows)

@@ -1,11 +1,11 @@
-# Sourced by every job script in jobs/ (see jobs/README.md). Not a job itself.
+# Sourced by every job script in jobs/ (see docs/CLUSTER.md). Not a job itself.
 #
 # In:  MPISGD_ROOT (the checkout, found by the job script), the SLURM_*
 #      variables of the allocation (or of jobs/local.sh), and the optional
 #      MPISGD_VENV, MPISGD_RUNS, MPISGD_LAUNCHER, MPISGD_MPIEXEC,
 #      MPISGD_SRUN_MPI, MPISGD_WARM.
 # Out: PY, NTASKS, JOB_TAG, OUT (created) and the functions mpisgd_launch,
-#      mpisgd_serial, mpisgd_warm, default_data.
+#      mpisgd_warm, default_data.
 
 set -euo pipefail
 
@@ -48,14 +48,9 @@ mpisgd_launch() {
     "${launcher[@]}" "$PY" -m mpi4py -m mpisgd "$@"
 }
 
-# mpisgd_serial ARGS...: `mpisgd ARGS` in this one process.
-mpisgd_serial() {
-    echo "+ $PY -m mpisgd $*"
-    "$PY" -m mpisgd "$@"
-}
-
 # default_data ARGS...: DATA=(--synthetic disjunction) unless ARGS name data
 # (a SHARD file or --synthetic), then DATA=().
+# shellcheck disable=SC2034  # DATA is for the job script that sources this file
 default_data() {
     DATA=(--synthetic disjunction)
     local arg

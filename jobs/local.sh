@@ -16,7 +16,7 @@ set -euo pipefail
 
 usage() { sed -n '5p' "$0" | sed 's/^# *//' >&2; exit 2; }
 
-ntasks= array=
+ntasks='' array=''
 while getopts "n:a:h" opt; do
     case "$opt" in
         n) ntasks=$OPTARG ;;
@@ -37,7 +37,8 @@ ntasks=${ntasks:-1}
 array=${array:-$(header array)}
 name=$(header job-name)
 
-export SLURM_JOB_ID=local-$(date +%Y%m%d-%H%M%S)-$$
+SLURM_JOB_ID=local-$(date +%Y%m%d-%H%M%S)-$$
+export SLURM_JOB_ID
 export SLURM_NTASKS=$ntasks SLURM_NPROCS=$ntasks
 export SLURM_SUBMIT_DIR=$PWD SLURM_JOB_NAME=${name:-$(basename "$script")}
 export MPISGD_ROOT=${MPISGD_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -63,7 +64,9 @@ for part in "${parts[@]}"; do
 done
 sorted=$(printf '%s\n' "${tasks[@]}" | sort -n)
 export SLURM_ARRAY_JOB_ID=$SLURM_JOB_ID SLURM_ARRAY_TASK_COUNT=${#tasks[@]}
-export SLURM_ARRAY_TASK_MIN=$(head -n 1 <<< "$sorted") SLURM_ARRAY_TASK_MAX=$(tail -n 1 <<< "$sorted")
+SLURM_ARRAY_TASK_MIN=$(head -n 1 <<< "$sorted")
+SLURM_ARRAY_TASK_MAX=$(tail -n 1 <<< "$sorted")
+export SLURM_ARRAY_TASK_MIN SLURM_ARRAY_TASK_MAX
 worst=0
 for task in "${tasks[@]}"; do
     echo "local.sh: array task $task of ${SLURM_ARRAY_JOB_ID}"

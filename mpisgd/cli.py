@@ -16,7 +16,7 @@ import sys
 
 from mpisgd.errors import MpisgdError
 
-COMMANDS = ("fit", "eval", "prep", "train", "simulate", "plot")
+COMMANDS = ("fit", "eval", "prep", "train", "simulate", "plot", "demo")
 
 
 def build_parser():

@@ -114,7 +114,21 @@ def _csr(X):
 
 
 class _BaseSGD(BaseEstimator):
-    """Shared parameters, state and epoch loop of SGDClassifier and SGDRegressor."""
+    """Shared parameters, state and epoch loop of SGDClassifier and SGDRegressor.
+
+    Parameters: ``alpha`` λ of F(w, b) (ALGORITHMS.md §1); ``algorithm`` (see
+    the module docstring); ``schedule`` one of mpisgd.kernels.schedules.SCHEDULES
+    (None: per algorithm); ``eta0`` γ0 (None: calibrated); ``t0`` of "optimal"
+    1/(λ(t0 + t)); ``power_t`` of "invscaling"; ``fit_intercept``;
+    ``regularize_bias`` adds λb²/2; ``bias_gain`` (see the module docstring);
+    ``avg_start`` examples before ASGD starts averaging (None: one epoch of the
+    first fit); ``epsilon`` δ of huber / ε of epsilon_insensitive (None: 1.0 /
+    0.1); ``max_iter`` epochs of ``fit``; ``shuffle`` and ``random_state`` the
+    per-epoch permutation; ``verbose`` prints the calibrated γ0.
+
+    Fitted: ``coef_``, ``intercept_`` (the averaged model for the averaging
+    algorithms), ``eta0_``, ``bias_gain_``, ``t_`` (examples seen), ``n_iter_``.
+    """
 
     _losses = ()
 

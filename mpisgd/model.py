@@ -4,8 +4,9 @@ File layout (format version 1): dataset ``coef`` (float64, n_features);
 root attributes ``format`` = "mpisgd-linear-model", ``format_version``,
 ``loss``, ``intercept``, ``n_features``, ``meta_json`` (the whole ``meta``
 dict as JSON, read back exactly) and, for people reading the file with
-h5dump, every scalar ``meta`` entry as an attribute of the group ``meta``
-(λ, schedule, algorithm, label mapping, ...).
+h5dump, every scalar ``meta`` entry (λ as ``lambda``, ``schedule``,
+``algorithm``, ...) as a root attribute of its own unless its name is one of
+the above.
 """
 
 import json
@@ -21,6 +22,7 @@ from mpisgd.kernels.losses import CLASSIFICATION_LOSSES, LOSSES, loss
 
 FORMAT = "mpisgd-linear-model"
 FORMAT_VERSION = 1
+RESERVED = ("format", "format_version", "loss", "intercept", "n_features", "meta_json")
 
 
 @njit(cache=True)
@@ -115,10 +117,9 @@ class LinearModel:
                 f.attrs["n_features"] = self.n_features
                 f.attrs["meta_json"] = meta_json
                 f.create_dataset("coef", data=self.coef)
-                group = f.create_group("meta")
                 for key, value in self.meta.items():
-                    if isinstance(value, (str, bool, int, float)):
-                        group.attrs[key] = value
+                    if key not in RESERVED and isinstance(value, (str, bool, int, float)):
+                        f.attrs[key] = value
             os.replace(tmp, path)
         except BaseException:
             if os.path.exists(tmp):

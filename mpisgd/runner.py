@@ -284,8 +284,9 @@ class Run:
     ``source``: this rank's RowSource (rank 0's is the round-major stream of
     every learner for ``central``; the other ranks' are then ignored).
     ``progress(t, T)``: called on rank 0 after each block of rounds.
-    ``observer``: tests' hook, ``observer(t, run, members)`` after every check
-    point on every rank (members: the balancing set on rank 0, else None).
+    ``observer``: tests' hook (sync mode), an object whose ``before(t, run)``
+    and ``after(t, run, members)`` are called around every check point on
+    every rank (members: the balancing set, on rank 0; else None).
     """
 
     def __init__(self, comm, source, config, progress=None, observer=None):
@@ -355,6 +356,8 @@ class Run:
 
     def _check(self, t):
         name = self.config.protocol.name
+        if self.observer is not None:
+            self.observer.before(t, self)
         if name == "static":
             if self.rank == 0:
                 self.coordinator.full_sync(self.transport, "static")
@@ -377,7 +380,7 @@ class Run:
                 self.transport.serve()
                 self.transport.finish_violation()
         if self.observer is not None:
-            self.observer(t, self, self.members if self.rank == 0 else None)
+            self.observer.after(t, self, self.members if self.rank == 0 else None)
 
     def _final_sync(self):
         """Every learner's final model (averaged with ASGD), averaged over learners."""
@@ -454,20 +457,21 @@ class Run:
         every = self.config.timeline_every
         poll = self.config.poll_rows
         tr = self.transport
+        done = 0  # rank 0: followers that have learned their last round
         t = 0
         while t < T:
             stop = min(self._boundaries(t, T, True), (t // poll + 1) * poll)
             self._learn(stop)
             t = stop
             if self.rank == 0:
-                self._coordinate_async(t, block=False)
+                done += self._coordinate_async(t, block=False)
             else:
                 tr.poll()
             if t % b == 0 and not tr.pending:
                 delta = self.coordinator.threshold(t)
                 if self.learners.distances()[0] > delta:
                     if self.rank == 0:
-                        self._coordinate_async(t, block=False, own=True)
+                        done += self._coordinate_async(t, block=False, own=True)
                     else:
                         tr.send_violation_async()
             if (every and t % every == 0) or t == T:
@@ -478,7 +482,6 @@ class Run:
             self._record(0)
         if self.rank == 0:
             # serve violations until every follower is done, then release them
-            done = 0
             while done < self.size - 1:
                 done += self._coordinate_async(T, block=True)
             self._coordinate_async(T, block=False)
@@ -501,8 +504,6 @@ class Run:
             tr.serving = True
             self.members = self.coordinator.resolve(t, violators, models, tr)
             tr.serving = False
-            if self.observer is not None:
-                self.observer(t, self, self.members)
         return dones
 
     # -- report -----------------------------------------------------------------------------

@@ -236,3 +236,36 @@ def naive_csr(rows, n_features):
         for i, v in row:
             X[r, i] = v
     return X
+
+
+# ============================================================================
+# MPI runner: k learners that all step from the mean model (static, b = 1)
+# ============================================================================
+
+
+def naive_static_mean(Xs, ys, loss, eta, lam):
+    """Static sync with b = 1, constant step η, bias unregularized: at every
+    round t, each learner l predicts x_{t,l} with the mean model (w̄, b̄), is
+    charged, steps w_l = (1 − ηλ)w̄ − η g x, b_l = b̄ − η g, and the new mean
+    is (1/k)Σ_l. Xs: k dense (T_l, n) arrays (shorter ones stop learning but
+    keep their model in the mean). Returns (w̄, b̄, errors, loss_sum)."""
+    k, n = len(Xs), Xs[0].shape[1]
+    T = max(len(y) for y in ys)
+    w, b = np.zeros(n), 0.0
+    errors, loss_sum = 0, 0.0
+    for t in range(T):
+        ws, bs = [], []
+        for l in range(k):
+            if t >= len(ys[l]):
+                ws.append(w.copy())
+                bs.append(b)
+                continue
+            x, yl = Xs[l][t], ys[l][t]
+            p = float(w @ x + b)
+            loss_sum += naive_loss(loss, p, yl)
+            errors += int(p * yl <= 0)
+            g = naive_dloss(loss, p, yl)
+            ws.append((1 - eta * lam) * w - eta * g * x)
+            bs.append(b - eta * g)
+        w, b = np.mean(ws, axis=0), float(np.mean(bs))
+    return w, b, errors, loss_sum

@@ -27,6 +27,8 @@ from helpers.env import job_env
 
 PACKAGES = ("slurm-wlm", "munge")
 PROGRAMS = ("munged", "munge", "slurmctld", "slurmd", "sbatch", "sinfo", "scancel", "squeue")
+# The daemons live in /usr/sbin, which a non-login PATH may lack.
+PATH = os.pathsep.join([os.environ.get("PATH", "/usr/bin:/bin"), "/usr/sbin", "/sbin"])
 INSTALL_TIMEOUT = 600  # seconds for apt-get; a cached install takes ~10 s
 START_TIMEOUT = 60  # seconds until the node is idle
 
@@ -45,7 +47,7 @@ def _tail(path, lines=30):
 
 def ensure_installed():
     """Install slurm-wlm and munge with apt-get unless their programs are on PATH."""
-    missing = [p for p in PROGRAMS if shutil.which(p) is None]
+    missing = [p for p in PROGRAMS if shutil.which(p, path=PATH) is None]
     if not missing:
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
@@ -61,7 +63,7 @@ def ensure_installed():
                                   timeout=INSTALL_TIMEOUT)
         except subprocess.TimeoutExpired:
             raise SlurmUnavailable(f"`{' '.join(cmd)}` took over {INSTALL_TIMEOUT} s") from None
-        if proc.returncode == 0 and cmd is install and all(shutil.which(p) for p in PROGRAMS):
+        if proc.returncode == 0 and cmd is install and all(shutil.which(p, path=PATH) for p in PROGRAMS):
             return
     raise SlurmUnavailable(
         f"`{' '.join(install)}` failed (exit {proc.returncode}): "
@@ -77,7 +79,8 @@ def _free_port():
 
 def _node_hardware():
     """NodeName and hardware fields as ``slurmd -C`` reports them for this host."""
-    out = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, timeout=30).stdout
+    out = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, timeout=30,
+                         env=dict(os.environ, PATH=PATH)).stdout
     fields = dict(re.findall(r"(\w+)=(\S+)", out.splitlines()[0] if out else ""))
     if "NodeName" not in fields or "RealMemory" not in fields:
         raise SlurmUnavailable(f"`slurmd -C` gave no node description: {out!r}")
@@ -114,7 +117,9 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 InactiveLimit=0
 KillWait=5
-MinJobAge=300
+# sbatch --wait polls every 2 s while 2 >= MinJobAge/2 (else every 8, then 32 s);
+# slurmctld purges a finished job only in its minute-by-minute sweep.
+MinJobAge=4
 NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} Sockets={sockets} CoresPerSocket={cores} ThreadsPerCore={threads} RealMemory={memory} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 """
@@ -131,7 +136,7 @@ class SlurmCluster:
             (self.dir / sub).mkdir(mode=0o755)
         self.conf = self.dir / "slurm.conf"
         self.munge_socket = self.dir / "munge" / "munge.socket.2"
-        self.env = job_env(SLURM_CONF=self.conf)
+        self.env = job_env(SLURM_CONF=self.conf, PATH=PATH)
         self.procs = {}
 
     @classmethod

@@ -123,3 +123,9 @@ def test_diverging_run_raises():
     X, y = blobs()
     with pytest.raises(MpisgdError, match="diverged"):
         SGDRegressor(schedule="constant", eta0=1e6, max_iter=50).fit(X, 100.0 * y)
+
+
+def test_non_finite_class_labels():
+    X, y = blobs()
+    with pytest.raises(MpisgdError, match="NaN"):
+        SGDClassifier().fit(X, np.where(y == 1, np.nan, 0.0))

@@ -34,7 +34,8 @@ def test_save_load_round_trip(tmp_path):
     with h5py.File(path) as f:  # self-describing
         assert f.attrs["format_version"] == FORMAT_VERSION
         assert f.attrs["n_features"] == 3 and f.attrs["loss"] == "log"
-        assert f["meta"].attrs["schedule"] == "xu" and f["meta"].attrs["lambda"] == 1e-5
+        assert f.attrs["schedule"] == "xu" and f.attrs["lambda"] == 1e-5
+        assert f.attrs["algorithm"] == "asgd"
     assert [p.name for p in tmp_path.iterdir()] == ["m.h5"]  # no temp file left
 
 

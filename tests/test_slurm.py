@@ -7,9 +7,11 @@ where SLURM cannot be installed or started. Every job is tiny (seconds).
 """
 
 import json
+import sys
 
+import numpy as np
 import pytest
-from helpers.env import ROOT, VENV
+from helpers.env import MPIEXEC, ROOT, VENV
 from slurm_cluster import SlurmCluster, SlurmUnavailable
 
 pytestmark = pytest.mark.slurm
@@ -79,6 +81,35 @@ def test_sweep_array_gives_each_task_its_own_directory_and_threshold(submit):
         assert r["configuration"]["protocol"]["delta"] == float(delta)
 
 
+def test_prep_job_shards_a_file_in_parallel_for_a_train_job(submit, tmp_path):
+    rng = np.random.default_rng(0)
+    lines = [f"{rng.choice(['-1', '+1'])} " + " ".join(f"{j}:{rng.random():.3f}" for j in sorted(
+        rng.choice(np.arange(1, 31), size=5, replace=False))) for _ in range(400)]
+    data = tmp_path / "tiny.svm"
+    data.write_text("\n".join(lines) + "\n")
+    rc, job, log, runs = submit("prep.sbatch", data, options=["--ntasks", "2"], SHARDS="2")
+    assert rc == 0, log
+    shards = sorted((runs / job).glob("*.h5"))
+    assert len(shards) == 2, log
+
+    rc, train_job, log, runs = submit("train.sbatch", *shards, options=["--ntasks", "2"])
+    assert rc == 0, log
+    r = report(runs / train_job)
+    assert r["configuration"]["ranks"] == 2
+    assert r["online"]["examples"] == 400
+
+
+def test_reproduce_job_writes_results_and_figures(submit):
+    rc, job, log, runs = submit("reproduce.sbatch", "--only", "disjunction", "--seeds", "1",
+                                "--sensitivity-seeds", "0", "--rounds", "200", "--k", "4",
+                                options=["--cpus-per-task", "2", "--mem", "1G"])
+    assert rc == 0, log
+    out = runs / job
+    assert {"results.json", "results.csv", "tables.md"} <= {p.name for p in out.iterdir()}, log
+    assert list((out / "figures").glob("*.png")), log
+    assert "--jobs 2" in log
+
+
 def test_train_job_under_srun(submit):
     """MPISGD_LAUNCHER=srun: srun --mpi=pmi2 starts the ranks; the pip MPICH speaks PMI-2."""
     rc, job, log, runs = submit("train.sbatch", "--rounds", "200", options=["--ntasks", "2"],
@@ -86,6 +117,22 @@ def test_train_job_under_srun(submit):
     assert rc == 0, log
     assert report(runs / job)["configuration"]["ranks"] == 2
     assert "srun --mpi=pmi2" in log
+
+
+def test_rank_killed_inside_an_allocation_ends_the_job(cluster, tmp_path):
+    """hydra under SLURM (proxies started through srun) also ends the job when
+    a rank dies; sbatch reports the failure."""
+    script = tmp_path / "kill.sbatch"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"exec {MPIEXEC} -n 2 {sys.executable} -m mpi4py {ROOT}/tests/helpers/fail_on_rank.py kill 1\n")
+    rc, job, out = cluster.sbatch_wait(script, options=["--ntasks", "2", "--time", "2", "--output",
+                                                        str(tmp_path / "kill.out")],
+                                       cwd=tmp_path, timeout=TIMEOUT)
+    log = (tmp_path / "kill.out").read_text()
+    assert rc != 0, log
+    assert "rank 0 started" in log and "passed a barrier" not in log, log
+    assert "Killed" in log, log
 
 
 def test_failing_job_exits_non_zero_with_the_message(submit):

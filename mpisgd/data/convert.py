@@ -252,7 +252,7 @@ def convert(source, out_dir, name, n_shards=1, layout="round-robin", shuffle_see
     if c.rank == 0:
         mpath = os.path.join(out_dir, f"{name}.json")
         with open(mpath + ".tmp", "w") as f:
-            json.dump(manifest, f, indent=1)
+            json.dump(manifest, f, indent=1, default=int)
         os.replace(mpath + ".tmp", mpath)
         for s, (sname, m, K) in enumerate(splits):
             say(f"prep: wrote {K} shard(s), {m} rows{' (' + sname + ')' if sname else ''}: "

@@ -43,7 +43,7 @@ def _filters(compression):
 
 def _attr_value(v):
     if isinstance(v, (dict, list, tuple)):
-        return json.dumps(v)
+        return json.dumps(v, default=lambda o: o.item() if hasattr(o, "item") else str(o))
     if v is None:
         return ""
     return v

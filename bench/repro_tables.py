@@ -1,0 +1,225 @@
+"""Markdown tables of a sweep (bench/reproduce.py's results.json).
+
+    python bench/repro_tables.py runs/reproduce/results.json --out runs/reproduce/tables.md
+
+Every ratio is taken within one stream (same seed, same examples) against
+that stream's static b = 8 and none, then summarized over seeds as
+median [min, max]. "kept" = (E_none − E) / (E_none − E_static8), Kamp et
+al.'s "error reduction kept"; "msgs" = protocol model messages / those of
+static b = 8 (the paper's count: model vectors sent up or down).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+from mpisgd.plots import per_stream, summarize
+
+
+def fmt(stat, pct=False, digits=3):
+    if stat is None:
+        return "–"
+    med, lo, hi, _n = stat
+    if pct:
+        return f"{100 * med:.1f} % [{100 * lo:.1f}, {100 * hi:.1f}]"
+    if abs(med) >= 1000:
+        return f"{med:,.0f} [{lo:,.0f}, {hi:,.0f}]"
+    return f"{med:.{digits}g} [{lo:.{digits}g}, {hi:.{digits}g}]"
+
+
+def main_table(rows, experiment, variant="default", labels=None):
+    rows = [r for r in rows if r["experiment"] == experiment and r["variant"] == variant]
+    if not rows:
+        return []
+    stats = {f: summarize(rows, f) for f in ("errors", "err_ratio", "kept", "msg_share", "byte_share",
+                                               "all_msg_share", "protocol_messages")}
+    keys = sorted(stats["errors"], key=lambda k: _order(k[2]))
+    if labels is not None:
+        keys = [k for k in keys if k[2] in labels]
+    out = ["| configuration | errors | E / E_static8 | error reduction kept | model messages / static 8 "
+           "| bytes / static 8 | all MPI messages / static 8 | model messages |",
+           "|---|---|---|---|---|---|---|---|"]
+    for k in keys:
+        out.append(f"| {k[2]} | {fmt(stats['errors'].get(k))} | {fmt(stats['err_ratio'].get(k))} | "
+                   f"{fmt(stats['kept'].get(k), True)} | {fmt(stats['msg_share'].get(k), True)} | "
+                   f"{fmt(stats['byte_share'].get(k), True)} | {fmt(stats['all_msg_share'].get(k), True)} | "
+                   f"{fmt(stats['protocol_messages'].get(k))} |")
+    return out
+
+
+def _order(label):
+    parts = label.replace("[", " ").split()
+    fam = {"none": 0, "central": 1, "static": 2, "dynamic": 3}.get(parts[0], 4)
+    num = 0.0
+    for p in parts[1:]:
+        if "=" in p:
+            try:
+                num = float(p.split("=")[1].split("/")[0])
+            except ValueError:
+                pass
+            break
+    return (fam, label.endswith("b=8"), len(parts) > 3, num, label)
+
+
+def seeds_table(rows, experiment, dyn_labels):
+    rows = [r for r in rows if r["experiment"] == experiment and r["variant"] == "default"]
+    seeds = sorted({r["seed"] for r in rows})
+    head = "| seed | drifts | drift rounds | E_none | E_static8 | " + " | ".join(
+        f"{l}: msgs / kept" for l in dyn_labels) + " |"
+    out = [head, "|" + "---|" * (5 + len(dyn_labels))]
+    for s in seeds:
+        by = {r["label"]: r for r in rows if r["seed"] == s}
+        any_row = next(iter(by.values()))
+        cells = []
+        for l in dyn_labels:
+            r = by.get(l)
+            if r is None or "msg_share" not in r:
+                cells.append("–")
+            else:
+                cells.append(f"{100 * r['msg_share']:.1f} % / {100 * r.get('kept', float('nan')):.0f} %")
+        out.append(f"| {s} | {any_row['n_drifts']} | {', '.join(str(d) for d in any_row['drifts'])} | "
+                   f"{by['none']['errors']:,} | {by['static b=8']['errors']:,} | " + " | ".join(cells) + " |")
+    return out
+
+
+CAUSES = ("violation", "balance", "augmentation", "full_sync_forced", "full_sync_burst")
+
+
+def breakdown_table(rows, experiment):
+    """Messages of the dynamic protocol by cause and phase (median over seeds, % of its messages)."""
+    rows = [r for r in rows if r["experiment"] == experiment and r["variant"] == "default"
+            and r["protocol"]["name"] == "dynamic"]
+    if not rows:
+        return []
+    labels = sorted({r["label"] for r in rows}, key=_order)
+    out = ["| configuration | violations | balance results | augmentation | counter-forced full syncs "
+           "| burst full syncs | augmented to all (count) | messages in drift phase | errors in drift phase "
+           "| rounds in drift phase |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for label in labels:
+        pick = [r for r in rows if r["label"] == label]
+        shares = {c: [] for c in CAUSES}
+        drift_msgs, drift_err, drift_rounds, aug_all = [], [], [], []
+        for r in pick:
+            total = max(1, r["protocol_messages"])
+            pm = r["phase_messages"]
+            for c in CAUSES:
+                shares[c].append(sum(pm[p].get(c, 0) for p in pm) / total)
+            drift_msgs.append(sum(v for key, v in pm["drift"].items() if not key.endswith("_count")) / total)
+            drift_err.append(r["phase_errors"]["drift"] / max(1, r["errors"]))
+            drift_rounds.append(r["phase_rounds"]["drift"] / r["rounds"])
+            aug_all.append(r["stats"]["full_syncs"]["augmented"])
+        med = lambda v: f"{100 * np.median(v):.1f} %"  # noqa: E731
+        out.append(f"| {label} | " + " | ".join(med(shares[c]) for c in CAUSES)
+                   + f" | {np.median(aug_all):.0f} | {med(drift_msgs)} | {med(drift_err)} | {med(drift_rounds)} |")
+    return out
+
+
+def sensitivity_table(rows, experiment="disjunction"):
+    rows = [r for r in rows if r["experiment"] == experiment]
+    variants = sorted({r["variant"] for r in rows if r["variant"] != "default"})
+    seeds = sorted({r["seed"] for r in rows if r["variant"] != "default"})
+    rows = [r for r in rows if r["seed"] in seeds]
+    out = ["| variant | E_none | E_static8 | static b=128 kept | dynamic Δ=1 b=1: E / E_s8, msgs | "
+           "dynamic Δ=3 b=1: E / E_s8, msgs, kept |", "|---|---|---|---|---|---|"]
+    for v in ["default"] + variants:
+        pick = [r for r in rows if r["variant"] == v]
+        st = {f: summarize(pick, f) for f in ("errors", "err_ratio", "msg_share", "kept")}
+
+        def get(field, label):
+            hit = [val for key, val in st[field].items() if key[2].split(" [")[0] == label]
+            return hit[0] if hit else None
+
+        out.append(f"| {v} | {fmt(get('errors', 'none'))} | {fmt(get('errors', 'static b=8'))} | "
+                   f"{fmt(get('kept', 'static b=128'), True)} | {fmt(get('err_ratio', 'dynamic Δ=1 b=1'))}, "
+                   f"{fmt(get('msg_share', 'dynamic Δ=1 b=1'), True)} | {fmt(get('err_ratio', 'dynamic Δ=3 b=1'))}, "
+                   f"{fmt(get('msg_share', 'dynamic Δ=3 b=1'), True)}, {fmt(get('kept', 'dynamic Δ=3 b=1'), True)} |")
+    out.append("")
+    out.append(f"(seeds {', '.join(map(str, seeds))}; each variant against its own none and static b=8)")
+    return out
+
+
+def bytes_table(rows, experiment):
+    rows = [r for r in rows if r["experiment"] == experiment and r["variant"] == "default"
+            and r["protocol"]["name"] == "dynamic"]
+    out = ["| configuration | protocol bytes | if model messages were dense | sparse / dense |", "|---|---|---|---|"]
+    for label in sorted({r["label"] for r in rows}, key=_order):
+        pick = [r for r in rows if r["label"] == label]
+        a = [r["protocol_bytes"] for r in pick]
+        b = [r["dense_bytes"] for r in pick]
+        ratio = [x / max(1, y) for x, y in zip(a, b)]
+        out.append(f"| {label} | {np.median(a):,.0f} | {np.median(b):,.0f} | {100 * np.median(ratio):.1f} % "
+                   f"[{100 * min(ratio):.1f}, {100 * max(ratio):.1f}] |")
+    return out
+
+
+def claims(rows, experiment, tolerance=0.0):
+    """The largest Δ (per check period) whose median error stays within (1 + tolerance)·E_static8."""
+    st = {f: summarize([r for r in rows if r["experiment"] == experiment and r["variant"] == "default"], f)
+          for f in ("err_ratio", "msg_share", "kept")}
+    out = []
+    for b in (1, 8):
+        best = None
+        for key, (med, lo, hi, n) in st["err_ratio"].items():
+            label = key[2]
+            if label.startswith("dynamic Δ=") and label.endswith(f" b={b}") and med <= 1 + tolerance:
+                delta = float(label.split("=")[1].split()[0])
+                if best is None or delta > best[0]:
+                    best = (delta, key)
+        if best:
+            k = best[1]
+            out.append(f"- b = {b}: largest Δ with median E ≤ {1 + tolerance:g}·E_static8 is Δ = {best[0]:g}: "
+                       f"E / E_static8 = {fmt(st['err_ratio'][k])}, model messages "
+                       f"{fmt(st['msg_share'][k], True)} of static b=8's, kept {fmt(st['kept'].get(k), True)}")
+        else:
+            out.append(f"- b = {b}: no Δ of the sweep keeps the median error within {1 + tolerance:g}·E_static8")
+    k = (experiment, "default", "static b=128")
+    if k in st["kept"]:
+        out.append(f"- static b=128: kept {fmt(st['kept'][k], True)} of the error reduction, "
+                   f"model messages {fmt(st['msg_share'][k], True)} of static b=8's")
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("results")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    with open(args.results, encoding="utf-8") as f:
+        data = json.load(f)
+    rows = per_stream(data["rows"])
+    exps = sorted({r["experiment"] for r in rows})
+    lines = [f"Generated by `python bench/repro_tables.py {args.results}` from a sweep of "
+             f"{len(rows)} runs ({data['meta'].get('seconds', 0):.0f} s, {data['meta'].get('jobs')} jobs).", ""]
+    for exp in exps:
+        lines += [f"## {exp}", ""]
+        seeds = sorted({r['seed'] for r in rows if r['experiment'] == exp})
+        lines += [f"Seeds: {', '.join(map(str, seeds))}. Median [min, max] over seeds.", ""]
+        lines += main_table(rows, exp) + [""]
+        if exp in ("disjunction", "neuralnet"):
+            lines += ["Paper's claims, checked:", ""] + claims(rows, exp) + claims(rows, exp, 0.02)[:2] + [""]
+            dyn = (["dynamic Δ=1 b=1", "dynamic Δ=3 b=1", "dynamic Δ=3 b=8"] if exp == "disjunction"
+                   else ["dynamic Δ=0.05 b=1", "dynamic Δ=0.05 b=8", "dynamic Δ=0.5 b=1"])
+            lines += ["Per seed:", ""] + seeds_table(rows, exp, dyn) + [""]
+        if exp != "stationary":
+            lines += ["Messages of the dynamic protocol by cause and phase (median over seeds):", ""]
+            lines += breakdown_table(rows, exp) + [""]
+            lines += ["Sparse relative model messages against dense ones (bytes):", ""] + bytes_table(rows, exp) + [""]
+        if exp == "disjunction" and any(r["variant"] != "default" for r in rows):
+            lines += ["Sensitivity to the choices the paper leaves open:", ""] + sensitivity_table(rows) + [""]
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        tmp = args.out + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, args.out)
+        print(f"repro_tables: wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
