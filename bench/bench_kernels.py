@@ -5,24 +5,34 @@ side by side with scikit-learn's SGDClassifier and a dot-product floor.
 
 Every row: the median over ``--repeats`` epochs after one warm-up epoch (JIT
 compiled before any timing), the test error after those epochs, and the ratio
-to the floor measured in the same process. The epochs run round robin (one
-epoch of every row per round), so that load changes on a shared machine hit
-all rows alike; the last column shows the spread (max/min) of each row. The floor is a numba loop that
+to the floor measured in the same process. The floor is a numba loop that
 only computes each row's dot product with a dense w, in shuffled order.
+
+Times are CPU seconds of the calling thread (``time.thread_time``; every
+kernel here is single-threaded and the OpenMP/BLAS pools are set to one
+thread), so that time spent descheduled on a shared machine does not count.
+Each includes the epoch's shuffle (and, for scikit-learn, its input
+validation). The epochs run round robin (one epoch of every row per round),
+so that load changes hit all rows alike; the last column is each row's
+spread (max/min).
 Prints a markdown table (for bench/README.md, section "Kernels") and the cold
 (empty numba cache) and warm start-up times of a small `fit` in a fresh process.
 """
 
-import argparse
 import os
-import statistics
-import subprocess
-import sys
-import tempfile
-import time
 
-import numpy as np
-from numba import njit
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from numba import njit, uint32  # noqa: E402
 
 N_TRAIN, N_TEST, N_FEATURES = 781_265, 23_149, 47_152
 
@@ -35,7 +45,7 @@ def dot_floor(indptr, indices, data, order, w):
         i = order[r]
         s = 0.0
         for k in range(indptr[i], indptr[i + 1]):
-            s += w[indices[k]] * data[k]
+            s += w[uint32(indices[k])] * data[k]
         total += s
     return total
 
@@ -49,17 +59,17 @@ class Floor:
         self.w = self.rng.normal(size=X.shape[1])
 
     def epoch(self):
+        start = time.thread_time()
         order = self.rng.permutation(self.X.shape[0]).astype(np.int64)
-        start = time.perf_counter()
         dot_floor(self.X.indptr, self.X.indices, self.X.data, order, self.w)
-        return time.perf_counter() - start
+        return time.thread_time() - start
 
     def error(self):
         return None
 
 
 class Ours:
-    """mpisgd.SGDClassifier, one epoch per call (the kernel call only is timed)."""
+    """mpisgd.SGDClassifier, one epoch per call."""
 
     def __init__(self, X, y, Xt, yt, epochs, **params):
         from mpisgd import SGDClassifier
@@ -69,7 +79,9 @@ class Ours:
         self.Xt, self.yt = Xt, yt
 
     def epoch(self):
-        return next(self.steps)[1]
+        start = time.thread_time()
+        next(self.steps)
+        return time.thread_time() - start
 
     def error(self):
         return float(np.mean(self.clf.predict(self.Xt) != self.yt))
@@ -88,9 +100,9 @@ class Sklearn:
         self.clf = SGDClassifier(random_state=0, tol=None, **params)
 
     def epoch(self):
-        start = time.perf_counter()
+        start = time.thread_time()
         self.clf.partial_fit(self.X, self.y, classes=np.array([-1.0, 1.0]))
-        return time.perf_counter() - start
+        return time.thread_time() - start
 
     def error(self):
         return float(np.mean(self.clf.predict(self.Xt) != self.yt))

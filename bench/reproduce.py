@@ -19,6 +19,8 @@ Experiments (ALGORITHMS.md §4):
   Seeds 0 … S−1, and seed 0 without drift ("nodrift").
 - disjunction-sensitivity: the choices the paper leaves open, each changed
   alone, on none / static 8 / static 128 / dynamic Δ = 1, 3 (b = 1).
+- disjunction-variants (``--only variants``): the burst variant over Δ ∈ {3, 5}
+  and burst fractions 0.1, 0.3, 0.5, on the disjunction's seeds.
 - neuralnet: n = 150, k = 1,024, T = 2,500, the NeuralNetStream defaults
   (8 tanh units, gain 1, 5 % label noise); Δ ∈ NN_DELTAS.
 - stationary: a stationary sparse linear teacher (n = 1,000, k = 32,
@@ -68,6 +70,18 @@ def disjunction_configs(deltas=DISJ_DELTAS):
         out.append(_cfg(f"dynamic Δ=3 b=1 {aug}", "dynamic", 1, 3.0, augmentation=aug))
     for frac in (0.05, 0.2):
         out.append(_cfg(f"dynamic Δ=3 b=1 burst={frac:g}", "dynamic", 1, 3.0, burst_fraction=frac))
+    return out
+
+
+def variant_configs():
+    """Our variant: a burst of violations at one check answered by one immediate full sync."""
+    out = [_cfg("none", "none"), _cfg("static b=8", "static", 8)]
+    for d in (3.0, 5.0):
+        out.append(_cfg(f"dynamic Δ={d:g} b=1", "dynamic", 1, d))
+        for frac in (0.1, 0.3, 0.5):
+            out.append(_cfg(f"dynamic Δ={d:g} b=1 burst={frac:g}", "dynamic", 1, d, burst_fraction=frac))
+    out.append(_cfg("dynamic Δ=3 b=8", "dynamic", 8, 3.0))
+    out.append(_cfg("dynamic Δ=3 b=8 burst=0.3", "dynamic", 8, 3.0, burst_fraction=0.3))
     return out
 
 
@@ -122,6 +136,10 @@ def tasks(args):
             out.append(("disjunction", "disjunction", dict(n_features=100, n_learners=args.k, seed=s), T_d, configs))
         out.append(("disjunction-nodrift", "disjunction",
                     dict(n_features=100, n_learners=args.k, seed=0, drift_prob=0.0), T_d, disjunction_configs()))
+    if "variants" in only:
+        for s in seeds:
+            out.append(("disjunction-variants", "disjunction", dict(n_features=100, n_learners=args.k, seed=s), T_d,
+                        variant_configs()))
     if "neuralnet" in only:
         for s in range(args.nn_seeds if args.nn_seeds is not None else args.seeds):
             out.append(("neuralnet", "neuralnet", dict(n_features=150, n_learners=args.k_nn, seed=s), T_n,

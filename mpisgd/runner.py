@@ -347,7 +347,10 @@ class Run:
             m = len(y)
             if len(self._owner) < m:
                 self._owner = np.zeros(m, dtype=np.int64)
-            self.learners.learn(indptr, indices, data, y, self._owner[:m])
+            try:
+                self.learners.learn(indptr, indices, data, y, self._owner[:m])
+            except MpisgdError as exc:  # name the data
+                raise MpisgdError(f"{self.source.describe}, rows from {self.rows_done}: {exc}") from None
             self.rows_done += m
             want -= m
         self.compute_seconds += time.perf_counter() - start - (self.source.io_seconds - io_before)

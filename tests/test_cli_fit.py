@@ -55,7 +55,9 @@ def test_zero_one_labels_are_mapped_and_reported(tmp_path, capsys):
     assert main(["fit", str(train), "-o", str(tmp_path / "m.h5"), "--epochs", "1",
                  "--algorithm", "dekel-casgd"]) == 0
     assert "labels    0 -> -1, 1 -> +1" in capsys.readouterr().out
-    assert LinearModel.load(tmp_path / "m.h5").meta["classes"] == [-1, 1]
+    model = LinearModel.load(tmp_path / "m.h5")
+    assert model.meta["classes"] == [0, 1] and model.meta["label_map"] == {"-1": 0, "+1": 1}
+    assert main(["eval", str(tmp_path / "m.h5"), str(train)]) == 0
 
 
 @pytest.mark.parametrize(

@@ -4,14 +4,16 @@ A one-node SLURM cluster (tests/slurm_cluster.py: munged, slurmctld and
 slurmd on this host, installed with apt-get if missing) runs the scripts as
 a user would submit them, with ``sbatch --wait``. Skipped with the reason
 where SLURM cannot be installed or started. Every job is tiny (seconds).
+The last test runs a script through jobs/local.sh, the same without SLURM.
 """
 
 import json
+import subprocess
 import sys
 
 import numpy as np
 import pytest
-from helpers.env import MPIEXEC, ROOT, VENV
+from helpers.env import MPIEXEC, ROOT, VENV, job_env
 from slurm_cluster import SlurmCluster, SlurmUnavailable
 
 pytestmark = pytest.mark.slurm
@@ -20,7 +22,7 @@ JOBS = ROOT / "jobs"
 TIMEOUT = 180  # seconds per job, queueing included
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cluster():
     try:
         cluster = SlurmCluster.start()
@@ -140,3 +142,17 @@ def test_failing_job_exits_non_zero_with_the_message(submit):
                                 MPISGD_WARM="0")
     assert rc != 0, log
     assert "--rounds must be >= 0" in log
+
+
+def test_local_launcher_runs_the_array_tasks_it_is_given(tmp_path):
+    runs = tmp_path / "runs"
+    proc = subprocess.run(
+        ["bash", JOBS / "local.sh", "-n", "1", "-a", "0,2", JOBS / "sweep.sbatch", "--rounds", "100"],
+        cwd=ROOT, env=job_env(MPISGD_RUNS=runs, MPISGD_VENV=VENV, MPISGD_WARM=0, DELTAS="0.5 2 8"),
+        capture_output=True, text=True, timeout=TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    dirs = sorted(runs.iterdir())
+    assert [d.name.rsplit("_", 1)[1] for d in dirs] == ["0", "2"]
+    assert all(d.name.startswith("local-") for d in dirs)
+    assert [report(d)["configuration"]["protocol"]["delta"] for d in dirs] == [0.5, 8.0]

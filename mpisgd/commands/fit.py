@@ -166,6 +166,9 @@ def run(args):
         if X_test is not None:
             _report("test", est, X_test, y_test, classify)
     model = est.to_model()
+    if mapping is not None:  # the labels of the file, not the ±1 the kernels saw
+        classes = [int(c) if float(c).is_integer() else float(c) for c in mapping]
+        model.meta.update(classes=classes, label_map={"-1": classes[0], "+1": classes[1]})
     model.meta.update(
         train_file=str(args.train), n_train=int(X.shape[0]),
         normalize="l2" if args.normalize else "none", train_seconds=total_time,

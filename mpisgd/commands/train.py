@@ -183,11 +183,17 @@ def run(args):
 
     from mpi4py import MPI
 
+    from mpisgd.errors import MpisgdError
     from mpisgd.runner import train
 
     comm = MPI.COMM_WORLD
     size, rank = comm.Get_size(), comm.Get_rank()
-    config = _config(args)
+    try:
+        config = _config(args)
+    except MpisgdError:
+        if rank != 0:  # the same arguments fail on rank 0, which reports the error and aborts the job
+            comm.Barrier()
+        raise
     source = _sources(args, size, rank)
     data = ({"synthetic": args.synthetic, "rounds": args.rounds, "features": source.n_features,
              "seed": args.seed, "drift_prob": args.drift_prob} if args.synthetic else {"shards": args.shards})

@@ -121,7 +121,7 @@ def convert(source, out_dir, name, n_shards=1, layout="round-robin", shuffle_see
             n_features=None, binary=True, dtype="float64", compression=DEFAULT_COMPRESSION,
             command="", comm=None, log=print):
     """Convert ``source`` into shards under ``out_dir``; returns the manifest dict
-    (also written as ``<out_dir>/<name>.json``). Collective over ``comm``."""
+    (also written as ``<out_dir>/<name>[-<split_name>].json``). Collective over ``comm``."""
     c = _Comm(comm)
     if n_shards < 1 or test_shards < 1:
         raise MpisgdError(f"shards: need at least one, got {n_shards} and {test_shards}")
@@ -250,7 +250,7 @@ def convert(source, out_dir, name, n_shards=1, layout="round-robin", shuffle_see
                    for s, (sname, m, K) in enumerate(splits)},
     }
     if c.rank == 0:
-        mpath = os.path.join(out_dir, f"{name}.json")
+        mpath = os.path.join(out_dir, f"{name}{'-' + split_name if split_name else ''}.json")
         with open(mpath + ".tmp", "w") as f:
             json.dump(manifest, f, indent=1, default=int)
         os.replace(mpath + ".tmp", mpath)

@@ -157,13 +157,15 @@ def _parse_number(buf, i, n, pow10):
 
 
 @njit(cache=True)
-def count_byte(buf, n, c):
-    """Number of bytes equal to ``c`` in ``buf[:n]``."""
-    k = 0
+def count_lines_colons(buf, n):
+    """(newlines, colons) in ``buf[:n]``: capacity bounds for rows and entries."""
+    lines = 0
+    colons = 0
     for i in range(n):
-        if buf[i] == c:
-            k += 1
-    return k
+        c = buf[i]
+        lines += c == 10
+        colons += c == 58
+    return lines, colons
 
 
 @njit(cache=True)
@@ -273,7 +275,7 @@ def parse_chunk(buf, n, index_base, max_raw, binary, indptr, indices, data, labe
                     err = E_ZERO
                     stats[S_ERR_POS] = tok
                     break
-            if max_raw >= 0 and idx > max_raw:
+            if (max_raw >= 0 and idx > max_raw) or idx > 2147483647 + (index_base == 1):
                 err = E_BEYOND
                 stats[S_ERR_POS] = tok
                 break
@@ -323,9 +325,7 @@ def parse_chunk(buf, n, index_base, max_raw, binary, indptr, indices, data, labe
         i += 1
     stats[S_ROWS] = row
     stats[S_NNZ] = nnz
-    stats[S_LINES] = line if stats[S_ERR] != 0 else count_byte(buf, n, 10) + (
-        1 if n > 0 and buf[n - 1] != 10 else 0
-    )
+    stats[S_LINES] = line  # every line, blank or not, counts once it starts
     stats[S_MIN] = mn
     stats[S_MAX] = mx
 
@@ -393,17 +393,17 @@ def iter_parsed(path, zero_based="auto", n_features=None, start=0, stop=None,
     """Parse the lines of ``path`` in the byte range ``[start, stop)``.
 
     Yields ``(indptr, indices, data, y, stats)`` per chunk (fresh arrays;
-    indices int64, raw in auto mode; stats lines count from the chunk's
+    indices int32, raw in auto mode; stats lines count from the chunk's
     start). Raises ParseError naming ``path:line`` (line counted from
     ``start``) on the first bad line."""
     base = _base_code(zero_based)
     max_raw = _max_raw(n_features, base)
     lines = 0
     for buf, n in textio.iter_line_chunks(path, start, stop, chunk_bytes):
-        cap_rows = count_byte(buf, n, 10) + 1
-        cap_nnz = count_byte(buf, n, 58)
+        cap_rows, cap_nnz = count_lines_colons(buf, n)
+        cap_rows += 1
         indptr = np.empty(cap_rows + 1, np.int64)
-        indices = np.empty(cap_nnz, np.int64)
+        indices = np.empty(cap_nnz, np.int32)
         data = np.empty(cap_nnz, np.float64)
         y = np.empty(cap_rows, np.float64)
         st = np.zeros(N_STATS, np.int64)
@@ -413,7 +413,7 @@ def iter_parsed(path, zero_based="auto", n_features=None, start=0, stop=None,
             tok = _token(buf, n, int(st[S_ERR_POS]))
             detail = f" ({tok!r})" if code != E_DUPLICATE else ""
             if code == E_BEYOND:
-                detail += f"; n_features is {n_features}"
+                detail += f"; n_features is {n_features}" if n_features else "; beyond int32"
             raise ParseError(path, lines + int(st[S_ERR_LINE]), _MESSAGES[code] + detail)
         stats = ParseStats()
         stats.rows, stats.nnz, stats.lines = int(st[S_ROWS]), int(st[S_NNZ]), int(st[S_LINES])

@@ -83,7 +83,6 @@ class ShardWriter:
         self.d_indptr[0] = 0
         self.n_rows = 0
         self.nnz = 0
-        self.sums = np.zeros(self.n_features, np.float64)
 
     def append(self, indptr, indices, data, y):
         """Append rows given as CSR pieces (``indptr`` may start anywhere)."""
@@ -105,16 +104,21 @@ class ShardWriter:
             n0 = d.shape[0]
             d.resize((n0 + len(new),))
             d[n0:] = new
-        # Σ x over rows, of the values as stored.
-        self.sums += np.bincount(indices, weights=values.astype(np.float64),
-                                 minlength=self.n_features)
         self.n_rows += k
         self.nnz += m
 
     def close(self, **attrs):
         """Write the attributes, flush, rename into place; returns the path."""
         self.attrs.update(attrs)
-        self.f.create_dataset("feature_sums", data=self.sums, chunks=(min(CHUNK, max(1, self.n_features)),),
+        # Σ x over rows, of the values as stored, in fixed blocks of entries:
+        # the same bits however the rows were appended.
+        sums = np.zeros(self.n_features, np.float64)
+        step = 16 * CHUNK
+        for a in range(0, self.nnz, step):
+            sums += np.bincount(self.d_indices[a : a + step],
+                                weights=self.d_data[a : a + step].astype(np.float64),
+                                minlength=self.n_features)
+        self.f.create_dataset("feature_sums", data=sums, chunks=(min(CHUNK, max(1, self.n_features)),),
                               **self.compression_kw)
         a = self.f.attrs
         a["format"] = FORMAT

@@ -11,10 +11,12 @@ below, so that ``partial_fit`` resumes exactly where the last call stopped.
 
 import math
 
-from numba import njit
+from numba import njit, uint32
 
 from mpisgd.kernels.losses import dloss, loss
 from mpisgd.kernels.schedules import eta
+# CSR column indices are ≥ 0: the kernels index with ``uint32(indices[k])``
+# so that numba emits no negative-index wraparound test (about 10 % per epoch).
 
 # Indices into the scalar state array ``st``.
 T = 0  # examples seen so far
@@ -96,28 +98,36 @@ def sgd_epoch(
     number of those predictions with y·p ≤ 0, status), status 0 when every
     prediction was finite and −1 when the run diverged (it then stops).
     """
+    # The scalars live in locals inside the loop (LLVM cannot keep array
+    # elements of ``st`` in registers across the stores into v and A).
+    t = st[T]
+    wdiv = st[W_DIVISOR]
+    wbias = st[W_BIAS]
+    adiv = st[A_DIVISOR]
+    wfrac = st[W_FRACTION]
+    abias = st[A_BIAS]
+    copying = st[COPYING]
     loss_sum = 0.0
     n_err = 0
+    status = 0
     for r in range(order.shape[0]):
         i = order[r]
-        if (
-            st[W_DIVISOR] > DIVISOR_MAX
-            or st[W_DIVISOR] < DIVISOR_MIN
-            or st[A_DIVISOR] > DIVISOR_MAX
-        ):
+        if wdiv > DIVISOR_MAX or wdiv < DIVISOR_MIN or adiv > DIVISOR_MAX:
+            st[W_DIVISOR], st[A_DIVISOR], st[W_FRACTION], st[COPYING] = wdiv, adiv, wfrac, copying
             renorm(v, a, st)
-        t = st[T] + 1.0
-        st[T] = t
+            wdiv, adiv, wfrac = st[W_DIVISOR], st[A_DIVISOR], st[W_FRACTION]
+        t += 1.0
         gamma = eta(sched_code, t, eta0, lam, t0, power)
         lo = indptr[i]
         hi = indptr[i + 1]
         # p = w·x + b = v·x / wDivisor + b
         s = 0.0
         for k in range(lo, hi):
-            s += v[indices[k]] * data[k]
-        p = s / st[W_DIVISOR] + st[W_BIAS]
+            s += v[uint32(indices[k])] * data[k]
+        p = s / wdiv + wbias
         if not math.isfinite(p):
-            return loss_sum, n_err, -1
+            status = -1
+            break
         yi = y[i]
         loss_sum += loss(loss_code, p, yi, loss_param)
         if yi * p <= 0.0:
@@ -126,49 +136,58 @@ def sgd_epoch(
         # regularization: w ← (1 − γλ) w, i.e. wDivisor ← wDivisor / (1 − γλ)
         shrink = 1.0 - gamma * lam
         if shrink > 0.0:
-            st[W_DIVISOR] /= shrink
+            wdiv /= shrink
         else:
             # γλ ≥ 1 (e.g. the first steps of 1/(λt)): scale v densely
+            st[W_DIVISOR], st[A_DIVISOR], st[W_FRACTION], st[COPYING] = wdiv, adiv, wfrac, copying
             renorm(v, a, st)
-            if average and st[COPYING] != 0.0:
+            wdiv, adiv, wfrac = st[W_DIVISOR], st[A_DIVISOR], st[W_FRACTION]
+            if average and copying != 0.0:
                 # ā = w before the step must survive the dense scaling of v
                 for j in range(v.shape[0]):
                     a[j] = v[j]
-                st[COPYING] = 0.0
-                st[W_FRACTION] = 0.0
+                copying = 0.0
+                wfrac = 0.0
             for j in range(v.shape[0]):
                 v[j] *= shrink
         # loss: w ← w − γ g x, i.e. v ← v − γ g wDivisor x
-        delta = -gamma * g * st[W_DIVISOR]
+        delta = -gamma * g * wdiv
         if delta != 0.0:
             for k in range(lo, hi):
-                v[indices[k]] += delta * data[k]
+                v[uint32(indices[k])] += delta * data[k]
         mu = 1.0
         if average:
             if t > avg_start:
                 mu = 1.0 / (1.0 + (t - avg_start))
             if mu >= 1.0:
                 # ā = w: A = 0, aDivisor = wDivisor, wFraction = 1
-                if st[COPYING] == 0.0:  # only after the dense branch above
+                if copying == 0.0:  # only after the dense branch above
                     for j in range(a.shape[0]):
                         a[j] = 0.0
-                    st[COPYING] = 1.0
-                st[A_DIVISOR] = st[W_DIVISOR]
-                st[W_FRACTION] = 1.0
+                    copying = 1.0
+                adiv = wdiv
+                wfrac = 1.0
             else:
-                st[COPYING] = 0.0
+                copying = 0.0
                 # keep A + f v unchanged by the sparse step of v
                 if delta != 0.0:
-                    fd = -st[W_FRACTION] * delta
+                    fd = -wfrac * delta
                     for k in range(lo, hi):
-                        a[indices[k]] += fd * data[k]
+                        a[uint32(indices[k])] += fd * data[k]
                 # ā ← (1 − μ) ā + μ w
-                st[A_DIVISOR] /= 1.0 - mu
-                st[W_FRACTION] += mu * st[A_DIVISOR] / st[W_DIVISOR]
+                adiv /= 1.0 - mu
+                wfrac += mu * adiv / wdiv
         if fit_intercept:
             gb = gamma * bias_gain
             if regularize_bias:
-                st[W_BIAS] *= 1.0 - gb * lam
-            st[W_BIAS] -= gb * g
-            st[A_BIAS] += mu * (st[W_BIAS] - st[A_BIAS])
-    return loss_sum, n_err, 0
+                wbias *= 1.0 - gb * lam
+            wbias -= gb * g
+            abias += mu * (wbias - abias)
+    st[T] = t
+    st[W_DIVISOR] = wdiv
+    st[W_BIAS] = wbias
+    st[A_DIVISOR] = adiv
+    st[W_FRACTION] = wfrac
+    st[A_BIAS] = abias
+    st[COPYING] = copying
+    return loss_sum, n_err, status

@@ -1,0 +1,289 @@
+"""Data pipeline benchmarks: LIBSVM parsing, parallel parsing, shard
+compression, shard reading against the SGD kernel, peak memory.
+
+    NUMBA_NUM_THREADS=1 .venv/bin/python bench/bench_data.py [--workdir DIR] [--repeats 3]
+        [--sections parse,parallel,compression,read,rss]
+
+The input is the RCV1-scale training set of ``rcv1_like`` (781,265 rows,
+47,152 features, seed 0) written as LIBSVM text (about 1 GB) into
+``--workdir`` once and reused. Every figure is the median of ``--repeats``
+runs, with the spread (max/min) beside it; the references (scikit-learn's
+``load_svmlight_file``, the SGD kernel) are measured in the same run.
+Prints markdown tables for bench/README.md, section "Data".
+"""
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+N_TRAIN, N_FEATURES = 781265, 47152
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+
+
+def _median(xs):
+    return statistics.median(xs), max(xs) / min(xs)
+
+
+def _timed(fn, repeats):
+    out, times = None, []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return out, times
+
+
+def make_input(workdir):
+    """The 1 GB text (and a 100 MB slice of its first lines), made once."""
+    from mpisgd.data.libsvm import write_svmlight
+    from mpisgd.data.synthetic import rcv1_like
+
+    path = os.path.join(workdir, "rcv1_like_train.svm")
+    if not os.path.exists(path):
+        t = time.perf_counter()
+        X, y, _, _ = rcv1_like(N_TRAIN, 0, N_FEATURES, seed=0)
+        write_svmlight(path, X, y)
+        print(f"# wrote {path} ({os.path.getsize(path) / 1e6:.0f} MB) in "
+              f"{time.perf_counter() - t:.1f} s")
+    small = os.path.join(workdir, "rcv1_like_100MB.svm")
+    if not os.path.exists(small):
+        with open(path, "rb") as f:
+            head = f.read(100_000_000)
+        with open(small, "wb") as f:
+            f.write(head[: head.rfind(b"\n") + 1])
+    return path, small
+
+
+def bench_parse(path, small, repeats):
+    from sklearn.datasets import load_svmlight_file
+
+    from mpisgd.data.libsvm import load_svmlight
+
+    load_svmlight(small, n_features=N_FEATURES)  # compile
+    rows = []
+    for name, p in (("1 GB", path), ("100 MB slice", small)):
+        mb = os.path.getsize(p) / 1e6
+        _, ts = _timed(lambda p=p: load_svmlight(p, n_features=N_FEATURES), repeats)
+        med, spread = _median(ts)
+        rows.append((f"mpisgd load_svmlight, {name}", mb, med, mb / med, spread))
+    mb = os.path.getsize(small) / 1e6
+    _, ts = _timed(lambda: load_svmlight_file(small, n_features=N_FEATURES), repeats)
+    med, spread = _median(ts)
+    rows.append(("sklearn load_svmlight_file, 100 MB slice", mb, med, mb / med, spread))
+    print("\n| parser (one core) | input MB | median s | MB/s | spread |\n|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]:.0f} | {r[2]:.2f} | {r[3]:.0f} | {r[4]:.2f} |")
+    print(f"\nratio mpisgd / sklearn on the same 100 MB slice: {rows[1][3] / rows[2][3]:.1f}×")
+
+
+def _parallel_worker(path):
+    """Under mpiexec: each rank parses its byte range; rank 0 prints the times."""
+    from mpi4py import MPI
+
+    from mpisgd.data import libsvm, textio
+    from mpisgd.data.partition import block_range
+
+    comm = MPI.COMM_WORLD
+    size = textio.text_size(path)
+    lo, hi = block_range(size, comm.size, comm.rank)
+    list(libsvm.iter_parsed(path, n_features=N_FEATURES, start=0, stop=1 << 20))  # compile
+    comm.Barrier()
+    t = time.perf_counter()
+    rows = sum(st.rows for *_, st in libsvm.iter_parsed(path, n_features=N_FEATURES,
+                                                        start=lo, stop=hi))
+    dt = time.perf_counter() - t
+    times = comm.gather(dt)
+    rows = comm.reduce(rows)
+    if comm.rank == 0:
+        print(json.dumps({"ranks": comm.size, "max_s": max(times), "rows": rows,
+                          "mb": size / 1e6}))
+
+
+def bench_parallel(path, repeats):
+    mpiexec = os.path.join(os.path.dirname(PY), "mpiexec")
+    print("\n| ranks | median s (slowest rank) | MB/s total | speed-up | spread |"
+          "\n|---|---|---|---|---|")
+    base = None
+    for ranks in (1, 2, 3):
+        ts = []
+        for _ in range(repeats):
+            out = subprocess.run([mpiexec, "-n", str(ranks), PY, __file__, "--parallel-worker",
+                                  path], capture_output=True, text=True, check=True).stdout
+            rec = json.loads(out.strip().splitlines()[-1])
+            ts.append(rec["max_s"])
+        med, spread = _median(ts)
+        base = base or med
+        print(f"| {ranks} | {med:.2f} | {rec['mb'] / med:.0f} | {base / med:.2f} | "
+              f"{spread:.2f} |")
+
+
+def _shard_from_text(path, rows, out, compression, dtype="float64"):
+    from mpisgd.data.libsvm import load_svmlight
+    from mpisgd.data.shard import write_shard
+
+    X, y = load_svmlight(path, n_features=N_FEATURES)
+    X = X[:rows] if rows else X
+    t = time.perf_counter()
+    write_shard(out, X, y[: X.shape[0]], dtype=dtype, compression=compression)
+    return time.perf_counter() - t, X.nnz
+
+
+def _read_all(paths, block_rows=8192, readahead=2):
+    from mpisgd.data.reader import iter_blocks
+
+    nnz = 0
+    for b in iter_blocks(paths, block_rows, readahead=readahead):
+        nnz += len(b.data)
+    return nnz
+
+
+def bench_compression(small, workdir, repeats):
+    print("\n| compression | shard MB | write s | read M nnz/s (median) | spread |"
+          "\n|---|---|---|---|---|")
+    for comp in ("none", "lzf", "gzip"):
+        out = os.path.join(workdir, f"comp-{comp}.h5")
+        wt, nnz = _shard_from_text(small, 0, out, comp)
+        _read_all([out])
+        _, ts = _timed(lambda: _read_all([out]), repeats)
+        med, spread = _median(ts)
+        print(f"| {comp} | {os.path.getsize(out) / 1e6:.0f} | {wt:.2f} | {nnz / med / 1e6:.0f} | "
+              f"{spread:.2f} |")
+        os.unlink(out)
+
+
+def bench_read(path, workdir, repeats):
+    """Reader throughput against the SGD kernel, and the time a training loop
+    waits for blocks (the reader reads ahead on its thread)."""
+    from mpisgd.data.reader import iter_blocks
+    from mpisgd.data.shard import open_shard
+    from mpisgd.kernels import losses, schedules, sgd
+
+    shard = os.path.join(workdir, "rcv1_like_train.h5")
+    if not os.path.exists(shard):
+        _shard_from_text(path, 0, shard, "none")
+    with open_shard(shard) as s:
+        n_features, nnz_total = s.n_features, s.nnz
+
+    def kernel(b, v, st):
+        order = np.arange(len(b.y), dtype=np.int64)
+        sgd.sgd_epoch(b.indptr, b.indices, b.data, b.y, order, losses.HINGE, 0.0,
+                      schedules.BOTTOU, 1.0, 1e-4, 0.0, 0.75, 0.01, True, False, False, 0,
+                      v, np.zeros(n_features), st)
+
+    blocks = list(iter_blocks([shard], 8192, readahead=0))[:40]  # in memory, for the kernel
+    v, st = np.zeros(n_features), sgd.new_state()
+    kernel(blocks[0], v, st)
+    sub = sum(len(b.data) for b in blocks)
+
+    def run_kernel():
+        for b in blocks:
+            kernel(b, v, st)
+
+    _, kt = _timed(run_kernel, repeats)
+    k_rate = sub / statistics.median(kt)
+    _read_all([shard])
+    _, rt = _timed(lambda: _read_all([shard]), repeats)
+    r_rate = nnz_total / statistics.median(rt)
+
+    def train():
+        v, st = np.zeros(n_features), sgd.new_state()
+        wait = 0.0
+        t0 = time.perf_counter()
+        it = iter(iter_blocks([shard], 8192, readahead=2))
+        while True:
+            t = time.perf_counter()
+            b = next(it, None)
+            wait += time.perf_counter() - t
+            if b is None:
+                break
+            kernel(b, v, st)
+        return wait / (time.perf_counter() - t0)
+
+    fracs, _ = [], None
+    for _ in range(repeats):
+        fracs.append(train())
+    print("\n| measure | median | spread |\n|---|---|---|")
+    print(f"| SGD kernel (hinge, Bottou schedule), M nnz/s | {k_rate / 1e6:.0f} | "
+          f"{max(kt) / min(kt):.2f} |")
+    print(f"| shard reader (8192-row blocks), M nnz/s | {r_rate / 1e6:.0f} | "
+          f"{max(rt) / min(rt):.2f} |")
+    print(f"| reader / kernel | {r_rate / k_rate:.1f}× | |")
+    print(f"| training loop: fraction of time waiting for blocks | "
+          f"{100 * statistics.median(fracs):.1f} % | {max(fracs) / max(min(fracs), 1e-9):.2f} |")
+
+
+RSS_CONVERT = """
+import resource, sys, time
+from mpisgd.cli import main
+t = time.perf_counter()
+rc = main(["prep", sys.argv[1], "--out", sys.argv[2], "--shards", "4", "--n-features", "47152"])
+print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+RSS_READ = """
+import resource, sys, glob
+from mpisgd.data.reader import iter_blocks
+n = sum(len(b.data) for b in iter_blocks(sorted(glob.glob(sys.argv[1] + "/*.h5")), 8192))
+print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def bench_rss(path, small, workdir):
+    import shutil
+
+    print("\n| input | MB | prep s | prep peak RSS MB | read peak RSS MB |\n|---|---|---|---|---|")
+    base = subprocess.run([PY, "-c", "import resource, mpisgd.cli, h5py, numba, scipy.sparse;"
+                           "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)"],
+                          capture_output=True, text=True, check=True).stdout.split()[-1]
+    for p in (small, path):
+        out = os.path.join(workdir, "rss-out")
+        shutil.rmtree(out, ignore_errors=True)
+        res = subprocess.run([PY, "-c", RSS_CONVERT, p, out], capture_output=True, text=True,
+                             check=True).stdout.split()
+        rd = subprocess.run([PY, "-c", RSS_READ, out], capture_output=True, text=True,
+                            check=True).stdout.split()
+        print(f"| {os.path.basename(p)} | {os.path.getsize(p) / 1e6:.0f} | {float(res[-2]):.1f} | "
+              f"{float(res[-1]):.0f} | {float(rd[-1]):.0f} |")
+        shutil.rmtree(out, ignore_errors=True)
+    print(f"\n(peak RSS of a process that only imports mpisgd, h5py, numba, scipy: {float(base):.0f} MB)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workdir", default="/tmp/mpisgd-bench-data")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sections", default="parse,parallel,compression,read,rss")
+    ap.add_argument("--parallel-worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.parallel_worker:
+        return _parallel_worker(args.parallel_worker)
+    os.makedirs(args.workdir, exist_ok=True)
+    path, small = make_input(args.workdir)
+    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load average "
+          f"{os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")
+    sections = args.sections.split(",")
+    if "parse" in sections:
+        bench_parse(path, small, args.repeats)
+    if "parallel" in sections:
+        bench_parallel(path, args.repeats)
+    if "compression" in sections:
+        bench_compression(small, args.workdir, args.repeats)
+    if "read" in sections:
+        bench_read(path, args.workdir, args.repeats)
+    if "rss" in sections:
+        bench_rss(path, small, args.workdir)
+    print(f"\n# load average at the end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

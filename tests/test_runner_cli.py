@@ -1,0 +1,151 @@
+"""``mpisgd train`` and ``mpisgd demo`` end to end, through subprocess mpiexec
+(serial tests: each launches a small job and checks its outputs, or that a
+bad input ends the whole job quickly with that rank's message)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+TIMEOUT = 120
+
+pytestmark = pytest.mark.skipif(not os.path.exists(MPIEXEC), reason="no mpiexec beside this Python")
+
+
+def mpisgd(n, *args, timeout=TIMEOUT):
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    cmd = [MPIEXEC, "-n", str(n), sys.executable, "-m", "mpi4py", "-m", "mpisgd", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def write_shards(tmp_path, rows, n_features=12, seed=0, labels=None):
+    from mpisgd.data.shard import write_shard
+
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i, m in enumerate(rows):
+        X = sp.random(m, n_features, density=0.3, random_state=rng, format="csr")
+        y = np.where(rng.random(m) < 0.5, -1.0, 1.0) if labels is None else np.full(m, labels)
+        path = tmp_path / f"shard-{i}.h5"
+        write_shard(path, X, y)
+        paths.append(str(path))
+    return paths
+
+
+def test_synthetic_run_writes_model_report_and_timeline(tmp_path):
+    out = tmp_path / "run"
+    done = mpisgd(2, "train", "--synthetic", "disjunction", "--rounds", 400, "--features", 20,
+                  "--protocol", "dynamic", "--delta", 0.5, "--period", 2, "--timeline-every", 100, "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("mpisgd train: configuration {")  # the resolved configuration first
+    report = json.loads((out / "report.json").read_text())
+    assert report["configuration"]["ranks"] == 2
+    assert report["configuration"]["protocol"]["name"] == "dynamic"
+    assert report["online"]["examples"] == 800
+    assert len(report["per_rank"]) == 2
+    for key in ("violation", "balance_request", "balance_reply", "balance_result", "full_sync", "control"):
+        assert key in report["communication"]["sent"]
+    assert set(report["time"]) >= {"compute", "communication", "io", "wall"}
+    assert "model_messages_paper" in report["communication"]
+    lines = (out / "timeline.csv").read_text().splitlines()
+    assert lines[0].startswith("round,errors,loss,bytes_total,bytes_violation")
+    assert [int(line.split(",")[0]) for line in lines[1:]] == [100, 200, 300, 400]
+    from mpisgd.model import LinearModel
+
+    model = LinearModel.load(out / "model.h5")
+    assert model.n_features == 20 and model.loss == "log"
+
+
+def test_shards_uneven_with_an_empty_one(tmp_path):
+    paths = write_shards(tmp_path, [50, 0, 31])
+    out = tmp_path / "run"
+    done = mpisgd(3, "train", *paths, "--protocol", "static", "--period", 4, "--out", out, "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    report = json.loads((out / "report.json").read_text())
+    assert [r["examples"] for r in report["per_rank"]] == [50, 0, 31]
+    assert report["configuration"]["rounds"] == 50
+
+
+def test_more_shards_than_ranks_and_central(tmp_path):
+    paths = write_shards(tmp_path, [20, 30, 25])
+    out = tmp_path / "run"
+    done = mpisgd(2, "train", *paths, "--protocol", "none", "--out", out, "--quiet")
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert [r["examples"] for r in report["per_rank"]] == [20, 55]  # rank 1 streams shards 1 and 2
+    done = mpisgd(2, "train", *paths, "--protocol", "central", "--out", out, "--quiet")
+    assert done.returncode == 0, done.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["online"]["examples"] == 75 and report["configuration"]["rounds"] == 30
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--protocol", "dynamic", "--delta", "0"], ["delta", "> 0"]),
+        (["--protocol", "dynamic", "--delta", "-1"], ["delta"]),
+        (["--protocol", "static", "--period", "0"], ["period", ">= 1"]),
+    ],
+)
+def test_bad_protocol_parameters(tmp_path, args, words):
+    done = mpisgd(2, "train", "--synthetic", "disjunction", "--rounds", 10, *args, "--out", tmp_path / "r")
+    assert done.returncode != 0
+    for word in words:
+        assert word in done.stderr
+
+
+def test_fewer_shards_than_ranks(tmp_path):
+    paths = write_shards(tmp_path, [10, 10])
+    done = mpisgd(3, "train", *paths, "--out", tmp_path / "r")
+    assert done.returncode != 0
+    assert "3 ranks but only 2 shards" in done.stderr
+
+
+def test_n_features_differ_across_shards(tmp_path):
+    paths = write_shards(tmp_path, [10, 10], n_features=12)
+    other = write_shards(tmp_path / "..", [10], n_features=7, seed=1)  # another directory
+    done = mpisgd(3, "train", *paths, *other, "--out", tmp_path / "r")
+    assert done.returncode != 0
+    assert "n_features differs across shards" in done.stderr
+    assert "7" in done.stderr and "12" in done.stderr
+
+
+def test_error_on_one_rank_ends_the_job(tmp_path):
+    """A corrupt shard that only rank 2 opens: that rank's message, non-zero exit, no hang."""
+    paths = write_shards(tmp_path, [40, 40])
+    bad = tmp_path / "broken.h5"
+    bad.write_bytes(b"not an HDF5 file at all")
+    done = mpisgd(3, "train", *paths, str(bad), "--out", tmp_path / "r", timeout=60)
+    assert done.returncode != 0
+    assert "rank 2" in done.stderr and "broken.h5" in done.stderr
+
+
+def test_error_mid_run_on_one_rank_ends_the_job(tmp_path):
+    """Rank 1's shard has labels the loss refuses: it fails while the others are in a collective."""
+    good = write_shards(tmp_path, [200])
+    sub = tmp_path / "bad"
+    sub.mkdir()
+    bad = write_shards(sub, [200], labels=3.0)
+    done = mpisgd(2, "train", *good, *bad, "--protocol", "static", "--out", tmp_path / "r", timeout=60)
+    assert done.returncode != 0
+    assert "rank 1" in done.stderr and "shard-0.h5" in done.stderr and "labels" in done.stderr
+
+
+def test_demo_prints_the_comparison_table(tmp_path):
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-m", "mpisgd", "demo", "--ranks", "2", "--rounds", "300",
+                           "--out", str(tmp_path), "--quiet"], capture_output=True, text=True, timeout=TIMEOUT,
+                          env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("protocol"))
+    assert [line.split()[0] for line in lines[header + 2 : header + 5]] == ["none", "static", "dynamic"]
+    for name in ("none", "static8", "dynamic"):
+        assert (tmp_path / name / "report.json").exists()
