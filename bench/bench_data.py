@@ -35,12 +35,16 @@ def _median(xs):
     return statistics.median(xs), max(xs) / min(xs)
 
 
-def _timed(fn, repeats):
+def _timed(fn, repeats, cpu=None):
+    """Wall times of ``repeats`` calls (and their thread CPU times into ``cpu``)."""
     out, times = None, []
     for _ in range(repeats):
+        c = time.thread_time()
         t = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t)
+        if cpu is not None:
+            cpu.append(time.thread_time() - c)
     return out, times
 
 
@@ -72,19 +76,21 @@ def bench_parse(path, small, repeats):
 
     load_svmlight(small, n_features=N_FEATURES)  # compile
     rows = []
-    for name, p in (("1 GB", path), ("100 MB slice", small)):
+    jobs = [("mpisgd load_svmlight, 1 GB", path, load_svmlight),
+            ("mpisgd load_svmlight, 100 MB slice", small, load_svmlight),
+            ("sklearn load_svmlight_file, 100 MB slice", small, load_svmlight_file)]
+    for name, p, fn in jobs:
         mb = os.path.getsize(p) / 1e6
-        _, ts = _timed(lambda p=p: load_svmlight(p, n_features=N_FEATURES), repeats)
+        cpu = []
+        _, ts = _timed(lambda p=p, fn=fn: fn(str(p), n_features=N_FEATURES), repeats, cpu)
         med, spread = _median(ts)
-        rows.append((f"mpisgd load_svmlight, {name}", mb, med, mb / med, spread))
-    mb = os.path.getsize(small) / 1e6
-    _, ts = _timed(lambda: load_svmlight_file(small, n_features=N_FEATURES), repeats)
-    med, spread = _median(ts)
-    rows.append(("sklearn load_svmlight_file, 100 MB slice", mb, med, mb / med, spread))
-    print("\n| parser (one core) | input MB | median s | MB/s | spread |\n|---|---|---|---|---|")
+        rows.append((name, mb, med, mb / med, mb / statistics.median(cpu), spread))
+    print("\n| parser (one core) | input MB | median wall s | MB/s (wall) | MB/s (CPU) | spread |"
+          "\n|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r[0]} | {r[1]:.0f} | {r[2]:.2f} | {r[3]:.0f} | {r[4]:.2f} |")
-    print(f"\nratio mpisgd / sklearn on the same 100 MB slice: {rows[1][3] / rows[2][3]:.1f}×")
+        print(f"| {r[0]} | {r[1]:.0f} | {r[2]:.2f} | {r[3]:.0f} | {r[4]:.0f} | {r[5]:.2f} |")
+    print(f"\nratio mpisgd / sklearn on the same 100 MB slice: {rows[1][3] / rows[2][3]:.1f}× "
+          f"(wall), {rows[1][4] / rows[2][4]:.1f}× (CPU)")
 
 
 def _parallel_worker(path):
@@ -139,7 +145,7 @@ def _shard_from_text(path, rows, out, compression, dtype="float64"):
     return time.perf_counter() - t, X.nnz
 
 
-def _read_all(paths, block_rows=8192, readahead=2):
+def _read_all(paths, block_rows=8192, readahead=0):
     from mpisgd.data.reader import iter_blocks
 
     nnz = 0
@@ -149,13 +155,20 @@ def _read_all(paths, block_rows=8192, readahead=2):
 
 
 def bench_compression(small, workdir, repeats):
-    print("\n| compression | shard MB | write s | read M nnz/s (median) | spread |"
+    from mpisgd.data import shard as shard_mod
+
+    print("\n| compression | shard MB | write s | read M nnz/s, first pass (median) | spread |"
           "\n|---|---|---|---|---|")
+
+    def cold(out):
+        shard_mod._VERIFIED.clear()  # as in a fresh process: checksums verified again
+        return _read_all([out])
+
     for comp in ("none", "lzf", "gzip"):
         out = os.path.join(workdir, f"comp-{comp}.h5")
         wt, nnz = _shard_from_text(small, 0, out, comp)
-        _read_all([out])
-        _, ts = _timed(lambda: _read_all([out]), repeats)
+        cold(out)
+        _, ts = _timed(lambda: cold(out), repeats)
         med, spread = _median(ts)
         print(f"| {comp} | {os.path.getsize(out) / 1e6:.0f} | {wt:.2f} | {nnz / med / 1e6:.0f} | "
               f"{spread:.2f} |")
@@ -165,6 +178,9 @@ def bench_compression(small, workdir, repeats):
 def bench_read(path, workdir, repeats):
     """Reader throughput against the SGD kernel, and the time a training loop
     waits for blocks (the reader reads ahead on its thread)."""
+    import numba
+
+    from mpisgd.data import shard as shard_mod
     from mpisgd.data.reader import iter_blocks
     from mpisgd.data.shard import open_shard
     from mpisgd.kernels import losses, schedules, sgd
@@ -174,76 +190,109 @@ def bench_read(path, workdir, repeats):
         _shard_from_text(path, 0, shard, "none")
     with open_shard(shard) as s:
         n_features, nnz_total = s.n_features, s.nnz
+    # The project's kernel holds the GIL while it runs; the same code compiled
+    # with nogil=True lets the reading thread run beside it.
+    epoch_nogil = numba.njit(nogil=True)(sgd.sgd_epoch.py_func)
+    configs = {
+        "hinge SGD": (losses.HINGE, False),
+        "log ASGD": (losses.LOG, True),
+    }
 
-    def kernel(b, v, st):
+    def kernel(fn, b, v, a, st, loss, average):
         order = np.arange(len(b.y), dtype=np.int64)
-        sgd.sgd_epoch(b.indptr, b.indices, b.data, b.y, order, losses.HINGE, 0.0,
-                      schedules.BOTTOU, 1.0, 1e-4, 0.0, 0.75, 0.01, True, False, False, 0,
-                      v, np.zeros(n_features), st)
+        fn(b.indptr, b.indices, b.data, b.y, order, loss, 0.0, schedules.BOTTOU, 1.0, 1e-5,
+           0.0, 0.75, 0.01, True, False, average, 0, v, a, st)
 
     blocks = list(iter_blocks([shard], 8192, readahead=0))[:40]  # in memory, for the kernel
-    v, st = np.zeros(n_features), sgd.new_state()
-    kernel(blocks[0], v, st)
     sub = sum(len(b.data) for b in blocks)
+    rates = {}
+    for name, (loss, average) in configs.items():
+        v, a, st = np.zeros(n_features), np.zeros(n_features), sgd.new_state()
+        kernel(sgd.sgd_epoch, blocks[0], v, a, st, loss, average)
+        kernel(epoch_nogil, blocks[0], v, a, st, loss, average)
 
-    def run_kernel():
-        for b in blocks:
-            kernel(b, v, st)
+        def run(name=name, loss=loss, average=average):
+            for b in blocks:
+                kernel(sgd.sgd_epoch, b, v, a, st, loss, average)
 
-    _, kt = _timed(run_kernel, repeats)
-    k_rate = sub / statistics.median(kt)
-    _read_all([shard])
-    _, rt = _timed(lambda: _read_all([shard]), repeats)
-    r_rate = nnz_total / statistics.median(rt)
+        _, kt = _timed(run, repeats)
+        rates[name] = (sub / statistics.median(kt), max(kt) / min(kt))
+    reads = {}
 
-    def train():
-        v, st = np.zeros(n_features), sgd.new_state()
+    def cold_read(B):
+        shard_mod._VERIFIED.clear()  # as in a fresh process: checksums verified again
+        return _read_all([shard], B)
+
+    for B in (8192, 65536):
+        for label, fn in (("first pass", cold_read), ("later pass", lambda B: _read_all([shard], B))):
+            cold_read(B)
+            _, rt = _timed(lambda B=B, fn=fn: fn(B), repeats)
+            reads[(B, label)] = (nnz_total / statistics.median(rt), max(rt) / min(rt))
+
+    def train(fn, loss, average, readahead, B=8192):
+        v, a, st = np.zeros(n_features), np.zeros(n_features), sgd.new_state()
         wait = 0.0
+        shard_mod._VERIFIED.clear()
         t0 = time.perf_counter()
-        it = iter(iter_blocks([shard], 8192, readahead=2))
+        it = iter(iter_blocks([shard], B, readahead=readahead))
         while True:
             t = time.perf_counter()
             b = next(it, None)
             wait += time.perf_counter() - t
             if b is None:
                 break
-            kernel(b, v, st)
-        return wait / (time.perf_counter() - t0)
+            kernel(fn, b, v, a, st, loss, average)
+        total = time.perf_counter() - t0
+        return wait / total, total
 
-    fracs, _ = [], None
-    for _ in range(repeats):
-        fracs.append(train())
     print("\n| measure | median | spread |\n|---|---|---|")
-    print(f"| SGD kernel (hinge, Bottou schedule), M nnz/s | {k_rate / 1e6:.0f} | "
-          f"{max(kt) / min(kt):.2f} |")
-    print(f"| shard reader (8192-row blocks), M nnz/s | {r_rate / 1e6:.0f} | "
-          f"{max(rt) / min(rt):.2f} |")
-    print(f"| reader / kernel | {r_rate / k_rate:.1f}× | |")
-    print(f"| training loop: fraction of time waiting for blocks | "
-          f"{100 * statistics.median(fracs):.1f} % | {max(fracs) / max(min(fracs), 1e-9):.2f} |")
+    for name, (rate, spread) in rates.items():
+        print(f"| kernel {name} (sgd_epoch, in memory), M nnz/s | {rate / 1e6:.0f} | "
+              f"{spread:.2f} |")
+    for (B, label), (rate, spread) in reads.items():
+        print(f"| shard reader, {B}-row blocks, {label}, M nnz/s | {rate / 1e6:.0f} | "
+              f"{spread:.2f} |")
+    for name, (rate, _) in rates.items():
+        print(f"| reader (8192 rows, first pass) / kernel {name} | "
+              f"{reads[(8192, 'first pass')][0] / rate:.1f}× | |")
+    for name, (loss, average) in configs.items():
+        for label, fn, ra, B in (("kernel as is (holds the GIL)", sgd.sgd_epoch, 2, 8192),
+                                 ("kernel as is, 65536-row blocks", sgd.sgd_epoch, 2, 65536),
+                                 ("kernel compiled nogil=True", epoch_nogil, 2, 8192),
+                                 ("no read-ahead", sgd.sgd_epoch, 0, 8192)):
+            runs = [train(fn, loss, average, ra, B) for _ in range(repeats)]
+            fr = [r[0] for r in runs]
+            tt = statistics.median(r[1] for r in runs)
+            print(f"| training pass, {name}, {label}: time waiting for blocks "
+                  f"(of {tt:.2f} s) | {100 * statistics.median(fr):.0f} % | "
+                  f"{max(fr) / max(min(fr), 1e-9):.2f} |")
 
 
-RSS_CONVERT = """
-import resource, sys, time
+# Peak RSS from /proc/self/status (VmHWM): ru_maxrss would include the parent's
+# high-water mark, which Linux carries across fork and exec.
+HWM = "int([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]) / 1024"
+RSS_CONVERT = f"""
+import sys, time
 from mpisgd.cli import main
 t = time.perf_counter()
 rc = main(["prep", sys.argv[1], "--out", sys.argv[2], "--shards", "4", "--n-features", "47152"])
-print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(time.perf_counter() - t, {HWM})
 """
-RSS_READ = """
-import resource, sys, glob
+RSS_READ = f"""
+import sys, glob
 from mpisgd.data.reader import iter_blocks
 n = sum(len(b.data) for b in iter_blocks(sorted(glob.glob(sys.argv[1] + "/*.h5")), 8192))
-print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(n, {HWM})
 """
 
 
 def bench_rss(path, small, workdir):
     import shutil
 
-    print("\n| input | MB | prep s | prep peak RSS MB | read peak RSS MB |\n|---|---|---|---|---|")
-    base = subprocess.run([PY, "-c", "import resource, mpisgd.cli, h5py, numba, scipy.sparse;"
-                           "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)"],
+    print("\n| input | MB | prep (4 shards) s | prep peak RSS MB | reading the 4 shards: peak RSS MB |"
+          "\n|---|---|---|---|---|")
+    base = subprocess.run([PY, "-c", "import mpisgd.cli, mpisgd.data.convert, h5py, numba, "
+                           f"scipy.sparse; print({HWM})"],
                           capture_output=True, text=True, check=True).stdout.split()[-1]
     for p in (small, path):
         out = os.path.join(workdir, "rss-out")
@@ -255,7 +304,8 @@ def bench_rss(path, small, workdir):
         print(f"| {os.path.basename(p)} | {os.path.getsize(p) / 1e6:.0f} | {float(res[-2]):.1f} | "
               f"{float(res[-1]):.0f} | {float(rd[-1]):.0f} |")
         shutil.rmtree(out, ignore_errors=True)
-    print(f"\n(peak RSS of a process that only imports mpisgd, h5py, numba, scipy: {float(base):.0f} MB)")
+    print(f"\n(peak RSS of a process that only imports mpisgd, h5py, numba, scipy: "
+          f"{float(base):.0f} MB)")
 
 
 def main():

@@ -85,6 +85,24 @@ def seeds_table(rows, experiment, dyn_labels):
     return out
 
 
+def drift_fit(rows, experiment, labels):
+    """Least squares over seeds: model-message share = a + c · (number of drifts)."""
+    rows = [r for r in rows if r["experiment"] == experiment and r["variant"] == "default"]
+    out = ["| configuration | share at 0 drifts (fit) | per drift (fit) | seeds | drift counts |", "|---|---|---|---|---|"]
+    for label in labels:
+        pick = [r for r in rows if r["label"] == label and "msg_share" in r]
+        if len(pick) < 3:
+            continue
+        x = np.array([r["n_drifts"] for r in pick], float)
+        y = np.array([r["msg_share"] for r in pick])
+        if np.ptp(x) == 0:
+            continue
+        c, a = np.polyfit(x, y, 1)
+        out.append(f"| {label} | {100 * a:.1f} % | {100 * c:.1f} % | {len(pick)} | "
+                   f"{', '.join(str(int(v)) for v in sorted(x))} |")
+    return out
+
+
 CAUSES = ("violation", "balance", "augmentation", "full_sync_forced", "full_sync_burst")
 
 
@@ -215,6 +233,10 @@ def main(argv=None):
             dyn = (["dynamic Δ=1 b=1", "dynamic Δ=3 b=1", "dynamic Δ=3 b=8"] if exp == "disjunction"
                    else ["dynamic Δ=0.05 b=1", "dynamic Δ=0.05 b=8", "dynamic Δ=0.5 b=1"])
             lines += ["Per seed:", ""] + seeds_table(rows, exp, dyn) + [""]
+            fit = (["dynamic Δ=1 b=1", "dynamic Δ=3 b=1", "dynamic Δ=5 b=1", "dynamic Δ=3 b=8", "dynamic Δ=5 b=8"]
+                   if exp == "disjunction" else ["dynamic Δ=0.05 b=1", "dynamic Δ=0.05 b=8", "dynamic Δ=0.5 b=1"])
+            lines += ["Message share against the number of drifts (linear fit over seeds):", ""]
+            lines += drift_fit(rows, exp, fit) + [""]
         if exp in ("disjunction", "disjunction-nodrift", "neuralnet"):
             lines += ["Messages of the dynamic protocol by cause and phase (median over seeds):", ""]
             lines += breakdown_table(rows, exp) + [""]

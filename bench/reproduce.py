@@ -21,6 +21,8 @@ Experiments (ALGORITHMS.md §4):
   alone, on none / static 8 / static 128 / dynamic Δ = 1, 3 (b = 1).
 - disjunction-variants (``--only variants``): the burst variant over Δ ∈ {3, 5}
   and burst fractions 0.1, 0.3, 0.5, on the disjunction's seeds.
+- disjunction-adaptive (``--only adaptive``): our adaptive check period
+  (b = 1 after a check with violators, doubling up to 8 or 32 while quiet).
 - neuralnet: n = 150, k = 1,024, T = 2,500, the NeuralNetStream defaults
   (8 tanh units, gain 1, 5 % label noise); Δ ∈ NN_DELTAS.
 - stationary: a stationary sparse linear teacher (n = 1,000, k = 32,
@@ -56,9 +58,9 @@ SENSITIVITY = {
 }
 
 
-def _cfg(label, name, period=1, delta=1.0, learner=None, order="learn-check", **protocol):
+def _cfg(label, name, period=1, delta=1.0, learner=None, order="learn-check", max_period=0, **protocol):
     return {"label": label, "protocol": dict(name=name, period=period, delta=delta, **protocol),
-            "learner": dict(BASE_LEARNER, **(learner or {})), "order": order}
+            "learner": dict(BASE_LEARNER, **(learner or {})), "order": order, "max_period": max_period}
 
 
 def disjunction_configs(deltas=DISJ_DELTAS):
@@ -82,6 +84,16 @@ def variant_configs():
             out.append(_cfg(f"dynamic Δ={d:g} b=1 burst={frac:g}", "dynamic", 1, d, burst_fraction=frac))
     out.append(_cfg("dynamic Δ=3 b=8", "dynamic", 8, 3.0))
     out.append(_cfg("dynamic Δ=3 b=8 burst=0.3", "dynamic", 8, 3.0, burst_fraction=0.3))
+    return out
+
+
+def adaptive_configs():
+    """Our variant: the check period adapts, b = 1 after violations, doubling up to 8 (or 32) when quiet."""
+    out = [_cfg("none", "none"), _cfg("static b=8", "static", 8)]
+    for d in (1.0, 2.0, 3.0, 5.0):
+        out.append(_cfg(f"dynamic Δ={d:g} b=1..8", "dynamic", 1, d, max_period=8))
+    out.append(_cfg("dynamic Δ=3 b=1..32", "dynamic", 1, 3.0, max_period=32))
+    out.append(_cfg("dynamic Δ=1 b=8", "dynamic", 8, 1.0))
     return out
 
 
@@ -136,6 +148,10 @@ def tasks(args):
             out.append(("disjunction", "disjunction", dict(n_features=100, n_learners=args.k, seed=s), T_d, configs))
         out.append(("disjunction-nodrift", "disjunction",
                     dict(n_features=100, n_learners=args.k, seed=0, drift_prob=0.0), T_d, disjunction_configs()))
+    if "adaptive" in only:
+        for s in seeds:
+            out.append(("disjunction-adaptive", "disjunction", dict(n_features=100, n_learners=args.k, seed=s), T_d,
+                        adaptive_configs()))
     if "variants" in only:
         for s in seeds:
             out.append(("disjunction-variants", "disjunction", dict(n_features=100, n_learners=args.k, seed=s), T_d,
@@ -163,7 +179,8 @@ def run_task(task):
     drifts = stream.drifts(T)
     every = max(1, T // 100)
     sims = [Simulation(stream.n_learners, stream.n_features, T, ProtocolConfig(**c["protocol"]), c["learner"],
-                       c["order"], drifts, drift_window=max(1, T // 50), timeline_every=every) for c in configs]
+                       c["order"], drifts, drift_window=max(1, T // 50), timeline_every=every,
+                       max_period=c.get("max_period", 0)) for c in configs]
     start = time.perf_counter()
     results = run_many(stream, T, sims)
     wall = time.perf_counter() - start
@@ -174,6 +191,7 @@ def run_task(task):
             "drift_prob": stream.drift_prob, "drifts": r["drifts"], "n_drifts": len(r["drifts"]),
             "k": r["k"], "n_features": r["n_features"], "rounds": T,
             "label": c["label"], "variant": c.get("variant", "default"), "order": c["order"],
+            "max_period": c.get("max_period", 0),
             "protocol": r["protocol"], "learner": c["learner"],
             "errors": r["errors"], "loss": r["loss"], "examples": r["examples"],
             "protocol_messages": r["protocol_messages"], "stats": r["stats"],

@@ -93,42 +93,50 @@ def _family(label):
         return "dynamic b=1"
     if label.startswith("dynamic") and label.endswith("b=8"):
         return "dynamic b=8"
+    if label.startswith("dynamic") and label.endswith("b=1..8"):
+        return "dynamic b=1..8 (adaptive)"
     return None
 
 
 def figure1(rows, experiment, path, unit="messages", variant="default"):
     """Kamp et al.'s Figure 1: cumulative online error against communication,
-    one point per configuration (median over seeds, bars: range)."""
+    one point per configuration. Left: medians over seeds (bars: range);
+    right: within each stream relative to static b = 8, then medians."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [r for r in per_stream(rows) if r["experiment"] == experiment and r["variant"] == variant]
-    field = "protocol_messages" if unit == "messages" else "protocol_bytes"
-    err, com = summarize(rows, "errors"), summarize(rows, field)
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    styles = {"static": ("o-", "C0"), "dynamic b=1": ("s-", "C3"), "dynamic b=8": ("^-", "C2")}
-    for fam, (marker, color) in styles.items():
-        keys = [k for k in err if _family(k[2]) == fam and k in com]
-        keys.sort(key=lambda k: com[k][0])
-        if not keys:
-            continue
-        x = np.array([com[k][0] for k in keys])
-        y = np.array([err[k][0] for k in keys])
-        yerr = np.array([[err[k][0] - err[k][1] for k in keys], [err[k][2] - err[k][0] for k in keys]])
-        ax.errorbar(np.maximum(x, 1), y, yerr=yerr, fmt=marker, color=color, label=fam, ms=4, capsize=2, lw=1)
-        for k, xi, yi in zip(keys, x, y):
-            ax.annotate(k[2].split(" ")[1], (max(xi, 1), yi), fontsize=6, xytext=(2, 2), textcoords="offset points")
-    for label, color in (("none", "k"), ("central", "C7")):
-        k = (experiment, variant, label)
-        if k in err:
-            ax.axhline(err[k][0], color=color, ls="--", lw=0.8, label=f"{label} (no communication)" if label == "none" else label)
-    ax.set_xscale("log")
-    ax.set_xlabel(f"{unit} sent (protocol only; median over seeds)")
-    ax.set_ylabel("cumulative online errors (median; bars: range)")
-    ax.set_title(f"{experiment}: error against {unit}")
-    ax.legend(fontsize=7)
+    field, share = ("protocol_messages", "msg_share") if unit == "messages" else ("protocol_bytes", "byte_share")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
+    panels = ((axes[0], "errors", field, f"{unit} sent (protocol only)", "cumulative online errors"),
+              (axes[1], "err_ratio", share, f"{unit} / those of static b=8 (same stream)", "errors / those of static b=8"))
+    styles = {"static": ("o-", "C0"), "dynamic b=1": ("s-", "C3"), "dynamic b=8": ("^-", "C2"),
+              "dynamic b=1..8 (adaptive)": ("D-", "C4")}
+    for ax, yfield, xfield, xlabel, ylabel in panels:
+        err, com = summarize(rows, yfield), summarize(rows, xfield)
+        for fam, (marker, color) in styles.items():
+            keys = [k for k in err if _family(k[2]) == fam and k in com]
+            keys.sort(key=lambda k: com[k][0])
+            if not keys:
+                continue
+            x = np.array([com[k][0] for k in keys])
+            y = np.array([err[k][0] for k in keys])
+            yerr = np.array([[err[k][0] - err[k][1] for k in keys], [err[k][2] - err[k][0] for k in keys]])
+            ax.errorbar(np.maximum(x, 1e-9), y, yerr=yerr, fmt=marker, color=color, label=fam, ms=4, capsize=2, lw=1)
+            for k, xi, yi in zip(keys, x, y):
+                ax.annotate(k[2].split(" ")[1], (xi, yi), fontsize=6, xytext=(2, 2), textcoords="offset points")
+        for label, color in (("none", "k"), ("central", "C7")):
+            k = (experiment, variant, label)
+            if k in err:
+                ax.axhline(err[k][0], color=color, ls="--", lw=0.8, label=f"{label} (median)")
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel + "; median over seeds")
+        ax.set_ylabel(ylabel + " (bars: range)")
+    axes[0].set_title(f"{experiment}: error against {unit}")
+    axes[1].set_title("within each stream, relative to static b=8")
+    axes[0].legend(fontsize=7)
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
@@ -160,7 +168,8 @@ def error_over_rounds(rows, experiment, path, labels, seed=None, variant="defaul
         ax2.axvline(d + 1, color="grey", lw=0.5, ls=":")
     ax.set_ylabel("cumulative online errors")
     ax2.set_ylabel("cumulative model messages")
-    ax2.set_yscale("symlog")
+    ax2.set_yscale("log")
+    ax2.set_ylim(bottom=1)
     ax2.set_xlabel("round (dotted: target drifts)")
     ax.set_title(f"{experiment}, seed {seed}")
     ax.legend(fontsize=7)

@@ -27,11 +27,9 @@ one with ``average=True``); rank 0 returns the report, and writes model.h5,
 report.json and timeline.csv when given an output directory.
 """
 
-import math
 import os
-import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -67,15 +65,20 @@ class RowSource:
         self._gen = None
         self._block = None
         self._pos = 0
-        self.io_seconds = 0.0
+        self._io = 0.0
+
+    @property
+    def io_seconds(self):
+        """Time spent waiting for blocks (reading or generating rows)."""
+        return self._io
 
     def _blocks(self):
         raise NotImplementedError
 
     def take(self, m):
-        """Up to m next rows as (indptr, indices, data, y); indptr holds absolute
-        offsets into indices/data (a view of the block). Fewer rows at the end of
-        a block; none at the end of the stream."""
+        """Up to m next rows as CSR (indptr from 0; indices, data and y are views
+        of the block). Fewer rows at the end of a block; None at the end of the
+        stream."""
         if self._gen is None:
             self._gen = self._blocks()
         while self._block is None or self._pos >= len(self._block[3]):
@@ -84,15 +87,16 @@ class RowSource:
                 self._block = next(self._gen)
             except StopIteration:
                 self._block = None
-                self.io_seconds += time.perf_counter() - start
+                self._io += time.perf_counter() - start
                 return None
-            self.io_seconds += time.perf_counter() - start
+            self._io += time.perf_counter() - start
             self._pos = 0
         indptr, indices, data, y = self._block
         lo = self._pos
         hi = min(len(y), lo + m)
         self._pos = hi
-        return indptr[lo : hi + 1], indices, data, y[lo:hi]
+        a, b = indptr[lo], indptr[hi]
+        return indptr[lo : hi + 1] - a, indices[a:b], data[a:b], y[lo:hi]
 
     def close(self):
         if self._gen is not None:
@@ -179,7 +183,6 @@ class RoundMajorSource(RowSource):
         return sum(min(t, s.n_rows) for s in self.sources)
 
     def _blocks(self):
-        k = len(self.sources)
         while True:
             parts = []
             for l, s in enumerate(self.sources):
@@ -194,10 +197,6 @@ class RoundMajorSource(RowSource):
     def io_seconds(self):
         return sum(s.io_seconds for s in self.sources)
 
-    @io_seconds.setter
-    def io_seconds(self, value):
-        pass
-
 
 def _take_rows(source, m):
     """Exactly min(m, rows left) rows of ``source`` as CSR from 0, or None when empty."""
@@ -207,9 +206,8 @@ def _take_rows(source, m):
         rows = source.take(m - got)
         if rows is None:
             break
-        indptr, indices, data, y = rows
-        pieces.append((indptr - indptr[0], indices[indptr[0] : indptr[-1]], data[indptr[0] : indptr[-1]], y))
-        got += len(y)
+        pieces.append(rows)
+        got += len(rows[3])
     if not pieces:
         return None
     return _concat(pieces)
@@ -413,10 +411,12 @@ class Run:
         wall = time.perf_counter()
         T = self.transport.rows_allreduce(self.source.rounds if (self.rank == 0 or not self.central) else 0)
         self.T = T
+        loop = time.perf_counter()
         if self.config.mode == "async" and self.config.protocol.name == "dynamic" and self.size > 1:
             self._run_async(T)
         else:
             self._run_sync(T)
+        self.loop_seconds = time.perf_counter() - loop
         self.coef, self.intercept = self._final_sync()
         self.wall_seconds = time.perf_counter() - wall
         return self.coef, self.intercept
@@ -524,7 +524,10 @@ class Run:
             "error_rate": float(self.learners.errors[0] / max(1, self.learners.examples[0])),
             "communication": self.comm.counters(),
             "time": {"compute": self.compute_seconds, "communication": comm_s, "io": io,
-                     "wall": self.wall_seconds},
+                     "wall": self.wall_seconds,
+                     "loop": self.loop_seconds,  # the rounds, without the start and the final sync
+                     # protocol bookkeeping outside MPI calls (encoding, new references)
+                     "other": max(0.0, self.wall_seconds - self.compute_seconds - comm_s - io)},
         }
 
     def report(self, extra=None):
@@ -573,7 +576,7 @@ class Run:
                 "wall": max(s["time"]["wall"] for s in summaries),
                 **{key: {"total": sum(s["time"][key] for s in summaries),
                          "max": max(s["time"][key] for s in summaries)}
-                   for key in ("compute", "communication", "io")},
+                   for key in ("compute", "communication", "io", "other")},
             },
         }
         return report
@@ -598,14 +601,30 @@ class Run:
         write_report(os.path.join(out_dir, "report.json"), report)
 
 
+def _one_blas_thread():
+    """One BLAS thread per rank: ranks already fill the cores, and a
+    multi-threaded BLAS spinning beside them makes a dense dot product (the
+    ‖r‖² of every sync) a thousand times slower on a loaded machine. Uses
+    threadpoolctl when installed; otherwise set OPENBLAS_NUM_THREADS=1
+    (docs/RUNNING.md)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def train(comm, source, config, out_dir=None, progress=None, observer=None, extra=None):
     """Run distributed online learning; returns (run, report) with the report
     on rank 0 only (None elsewhere). Writes outputs when ``out_dir`` is given."""
-    run = Run(comm, source, config, progress=progress, observer=observer)
-    try:
-        run.run()
-    finally:
-        source.close()
+    with _one_blas_thread():
+        run = Run(comm, source, config, progress=progress, observer=observer)
+        try:
+            run.run()
+        finally:
+            source.close()
     report = run.report(extra)
     if out_dir is not None and run.rank == 0:
         run.write_outputs(out_dir, report, config.learner.get("loss", "log"))

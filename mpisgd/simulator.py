@@ -150,7 +150,7 @@ class Simulation:
     """
 
     def __init__(self, k, n_features, rounds, protocol, learner=None, order="learn-check",
-                 drifts=(), drift_window=500, timeline_every=0):
+                 drifts=(), drift_window=500, timeline_every=0, max_period=0):
         if order not in ORDERS:
             raise MpisgdError(f"order: unknown {order!r}; choose one of {', '.join(ORDERS)}")
         if int(rounds) < 1:
@@ -164,6 +164,14 @@ class Simulation:
         self.transport = SimTransport(self.L)
         self.coordinator = Coordinator(protocol, self.k)
         self.b = int(protocol.period)
+        # Variant (simulator only, dynamic): adaptive check period. After a check with
+        # violators the next check comes b rounds later, after a quiet one twice the last
+        # gap, up to max_period. Every rank knows the violator count (the control
+        # Allreduce), so the MPI runner could follow the same schedule without messages.
+        self.max_period = int(max_period)
+        if self.max_period and (protocol.name != "dynamic" or self.max_period < self.b):
+            raise MpisgdError(f"max_period: needs the dynamic protocol and max_period >= period, got {max_period!r}")
+        self._gap = self.b
         self.syncing = protocol.name in ("static", "dynamic")
         self.t = 0  # rounds done
         self.drifts = np.asarray(drifts, np.int64)
@@ -217,8 +225,10 @@ class Simulation:
                 done += step
                 self.t += step
             if self.syncing and self.t == self._next:
-                self._check()
-                self._next += self.b
+                quiet = self._check()
+                if self.max_period:
+                    self._gap = min(2 * self._gap, self.max_period) if quiet else self.b
+                self._next += self._gap
                 if self._next > self._last_check:
                     self._next = -1
             if step > 0 and ((self.timeline_every and self.t % self.timeline_every == 0) or self.t == self.rounds):
@@ -245,6 +255,8 @@ class Simulation:
     # -- the protocol step --------------------------------------------------------
 
     def _check(self):
+        """One check point; returns True when no learner violated (or static)."""
+        quiet = True
         before = self._stats_snapshot()
         co, tr = self.coordinator, self.transport
         if self.protocol.name == "static":
@@ -258,6 +270,7 @@ class Simulation:
                 tr.p2p(others, 0, "violation", tr.message_nbytes(others))
             tr.allreduce("control", 8)  # the count of violators
             if len(violators):
+                quiet = False
                 tr.resolving = True
                 co.resolve(t, violators, self.L.models(violators), tr)
                 tr.resolving = False
@@ -265,6 +278,7 @@ class Simulation:
             else:
                 co.resolve(t, [], None, tr)  # counts the check
         self._attribute(before)
+        return quiet
 
     def _stats_snapshot(self):
         s = self.coordinator.stats
@@ -327,6 +341,7 @@ class Simulation:
         L = self.L
         return {
             "k": self.k, "n_features": self.n, "rounds": self.rounds, "order": self.order,
+            "max_period": self.max_period,
             "protocol": self.protocol.as_dict(), "learner": self.learner_args,
             "errors": int(L.errors.sum()), "loss": float(L.loss_sum.sum()), "examples": int(L.examples.sum()),
             "model_messages": self.model_messages(),
@@ -432,11 +447,11 @@ def run_many(stream, rounds, configs, block=None, progress=None):
 
 
 def simulate(source, rounds, protocol, learner=None, order="learn-check", drift_window=500,
-             timeline_every=0, block=None):
+             timeline_every=0, block=None, max_period=0):
     """One configuration over a synthetic stream or a ``ShardSource``."""
     k, n = source.n_learners, source.n_features
     sim = Simulation(k, n, rounds, protocol, learner, order, source.drifts(rounds), drift_window,
-                     timeline_every)
+                     timeline_every, max_period)
     if isinstance(source, ShardSource):
         return _run_shards(source, rounds, sim, block or block_rounds(k, n))
     return run_many(source, rounds, [sim], block)[0]

@@ -62,7 +62,10 @@ def test_plain_h5py_reads_a_shard(tmp_path):
         R = sp.csr_matrix((f["data"][:], f["indices"][:], f["indptr"][:]),
                           shape=(f.attrs["n_rows"], f.attrs["n_features"]))
         assert (R != X).nnz == 0 and np.array_equal(f["labels"][:], y)
-        assert f["data"].fletcher32
+        assert f.attrs["compression"] == "none" and f["data"].chunks is None  # contiguous
+    write_shard(p, X, y, compression="lzf")
+    with h5py.File(p, "r") as f:
+        assert f["data"].fletcher32 and f["data"].compression == "lzf"
 
 
 def test_failed_write_leaves_nothing(tmp_path):
@@ -79,10 +82,11 @@ def test_failed_write_leaves_nothing(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_missing_truncated_corrupt_and_foreign_shards(tmp_path):
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_missing_truncated_corrupt_and_foreign_shards(tmp_path, compression):
     X, y = _data(3000, 200)
     p = tmp_path / "s.h5"
-    write_shard(p, X, y)
+    write_shard(p, X, y, compression=compression)
     with pytest.raises(MpisgdError, match="nothere.h5: shard not found"):
         open_shard(tmp_path / "nothere.h5")
     raw = p.read_bytes()
@@ -91,9 +95,10 @@ def test_missing_truncated_corrupt_and_foreign_shards(tmp_path):
     with pytest.raises(MpisgdError, match="cut.h5"):
         with open_shard(cut, verify=True):
             pass
-    # Flip bytes inside the data dataset's chunk: fletcher32 catches it on read.
+    # Flip bytes inside the data dataset: fletcher32 or the stored checksums catch it.
     with h5py.File(p, "r") as f:
-        offset = f["data"].id.get_chunk_info(0).byte_offset
+        ds = f["data"]
+        offset = ds.id.get_offset() if ds.chunks is None else ds.id.get_chunk_info(0).byte_offset
     bad = bytearray(raw)
     for k in range(offset + 100, offset + 108):
         bad[k] ^= 0xFF

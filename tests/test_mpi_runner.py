@@ -116,6 +116,31 @@ def test_dynamic_keeps_mean_and_local_conditions(augmentation):
         assert report["protocol"]["violations"] > 0
 
 
+def test_time_dependent_threshold_keeps_the_invariants():
+    checker = Checker()
+    try:
+        run, report = run_job(config(delta=2.0, period=3, delta_decay=True), observer=checker)
+        assert checker.resolutions > 0
+    finally:
+        checker.close()
+    assert run.coordinator.threshold(100) == pytest.approx(0.2)
+
+
+def test_asgd_final_model_is_the_mean_of_averaged_models():
+    from mpisgd.learners import OnlineLearners
+
+    cfg = config(name="none")
+    cfg.learner["average"] = True
+    run, report = run_job(cfg)
+    alone = OnlineLearners(1, N_FEATURES, loss="log", eta0=0.5, lam=0.01, average=True)
+    ip, ix, d, y = stream(run.size).rows(0, 300, [run.rank])
+    alone.learn(ip, ix, d, y, np.zeros(len(y), np.int64))
+    mine = np.append(*alone.averaged_weights(0))
+    total = np.zeros_like(mine)
+    world().Allreduce(mine, total)
+    np.testing.assert_allclose(np.append(run.coef, run.intercept), total / run.size, rtol=1e-10, atol=1e-13)
+
+
 def test_violation_counter_forces_full_sync():
     checker = Checker()
     try:

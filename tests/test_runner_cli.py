@@ -44,6 +44,8 @@ def test_synthetic_run_writes_model_report_and_timeline(tmp_path):
                   "--protocol", "dynamic", "--delta", 0.5, "--period", 2, "--timeline-every", 100, "--out", out)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("mpisgd train: configuration {")  # the resolved configuration first
+    assert "mpisgd train: 400/400 rounds (100 %)" in done.stderr  # batch log lines when not on a terminal
+    assert "online error" in done.stdout
     report = json.loads((out / "report.json").read_text())
     assert report["configuration"]["ranks"] == 2
     assert report["configuration"]["protocol"]["name"] == "dynamic"

@@ -214,3 +214,26 @@ def test_bad_input_is_named():
     sim = Simulation(2, 3, 10, ProtocolConfig(), LEARNER)
     with pytest.raises(MpisgdError, match="whole rounds"):
         sim.feed(np.zeros(4, np.int64), np.zeros(0, np.int32), np.zeros(0), np.ones(3))
+
+
+def test_adaptive_period_checks_every_b_after_violations_and_backs_off_when_quiet():
+    k, T = 6, 400
+    stream = DisjunctionStream(20, k, seed=12, drift_prob=0.01)
+    sim = Simulation(k, 20, T, ProtocolConfig(delta=0.5, period=1), LEARNER, max_period=8)
+    seen = []
+    check = sim._check
+
+    def recorded():
+        quiet = check()
+        seen.append((sim.t, quiet))
+        return quiet
+
+    sim._check = recorded
+    run_many(stream, T, [sim], block=64)
+    gap = 1
+    for (t0, quiet), (t1, _q) in zip(seen, seen[1:]):
+        gap = min(2 * gap, 8) if quiet else 1
+        assert t1 - t0 == gap
+    assert any(not q for _t, q in seen) and any(t1 - t0 == 8 for (t0, _), (t1, _) in zip(seen, seen[1:]))
+    with pytest.raises(MpisgdError, match="max_period"):
+        Simulation(k, 20, T, ProtocolConfig(name="static", period=1), LEARNER, max_period=8)

@@ -22,7 +22,7 @@ def add_arguments(parser):
     parser.add_argument("--rounds", type=int, default=6000, help="rounds T (examples per learner)")
     parser.add_argument("--features", type=int, default=100, help="n of the disjunction")
     parser.add_argument("--drift-prob", type=float, default=0.001, help="target redraw probability per round")
-    parser.add_argument("--delta", type=float, default=3.0, help="Δ of the dynamic protocol")
+    parser.add_argument("--delta", type=float, default=6.0, help="Δ of the dynamic protocol")
     parser.add_argument("--period", type=int, default=8, help="check period b of the dynamic protocol")
     parser.add_argument("--seed", type=int, default=0, help="seed of the streams")
     parser.add_argument("--out", metavar="DIR", default="runs/demo", help="where each run writes its outputs")
@@ -67,6 +67,7 @@ def table(rows):
 
 def run(args):
     import os
+    import shutil
     import subprocess
     import sys
     import time
@@ -82,10 +83,17 @@ def run(args):
              ["--protocol", "dynamic", "--delta", str(args.delta), "--period", str(args.period)])
             for name, opts in RUNS]
     env = dict(os.environ)
-    env.setdefault("NUMBA_NUM_THREADS", "1")
+    for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, "1")  # one thread per rank
     if not args.quiet:
         print(f"mpisgd demo: drifting disjunction, n={args.features}, {args.ranks} ranks x {args.rounds} rounds, "
               f"drift probability {args.drift_prob}, logistic loss, eta=1, lambda=0", flush=True)
+    # Compile (or load) numba's cache once, so that the ranks do not race to write it.
+    warm = [sys.executable, "-m", "mpisgd", "train", "--synthetic", "disjunction", "--rounds", "64",
+            "--protocol", "dynamic", "--quiet", "--out", os.path.join(args.out, "warm-up")]
+    if subprocess.run(warm, env=env).returncode != 0:
+        raise MpisgdError(f"demo: the warm-up run failed: {' '.join(warm)}")
+    shutil.rmtree(os.path.join(args.out, "warm-up"), ignore_errors=True)
     results = []
     for name, opts in runs:
         out = os.path.join(args.out, name.split()[0] + ("" if "=" not in name else name.split("=")[1]))

@@ -47,6 +47,9 @@ def add_arguments(parser):
                    help="which full syncs reset the violation counter")
     g.add_argument("--burst-fraction", type=float, default=0.0,
                    help="variant: a full sync when at least this share of learners violate at once (0: off)")
+    g.add_argument("--max-period", type=int, default=0,
+                   help="variant (dynamic, simulator only): after a quiet check double the check period, "
+                   "up to this many rounds; after violations go back to --period (0: off)")
     g.add_argument("--protocol-seed", type=int, default=0, help="seed of the random augmentation")
     g.add_argument("--order", choices=ORDERS, default="learn-check",
                    help="within a round: check after learning (check points t = b, 2b, …, T) or "
@@ -126,13 +129,13 @@ def run(args):
     if rounds < 1:
         raise MpisgdError(f"--rounds must be >= 1, got {rounds}")
     config = {"data": data, "rounds": rounds, "protocol": protocol.as_dict(), "learner": learner_args(args),
-              "order": args.order, "out": args.out}
+              "order": args.order, "max_period": args.max_period, "out": args.out}
     if not args.quiet:
         print("mpisgd simulate: configuration " + json.dumps(config, sort_keys=True), flush=True)
     start = time.perf_counter()
     try:
         result = simulate(source, rounds, protocol, learner_args(args), args.order, args.drift_window,
-                          args.timeline_every)
+                          args.timeline_every, max_period=args.max_period)
     finally:
         if isinstance(source, ShardSource):
             source.close()

@@ -108,6 +108,21 @@ def _sources(args, size, rank):
     return ShardSource([args.shards[i] for i in mine], args.block_rows)
 
 
+def _check_out_dir(out):
+    """Fail before training if rank 0 cannot write to the output directory."""
+    import os
+    import tempfile
+
+    from mpisgd.errors import MpisgdError
+
+    try:
+        os.makedirs(out, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise MpisgdError(f"--out {out}: cannot write the output directory ({exc.strerror or exc})") from None
+
+
 def _config(args):
     from mpisgd.errors import MpisgdError
     from mpisgd.protocol import ProtocolConfig
@@ -194,6 +209,8 @@ def run(args):
         if rank != 0:  # the same arguments fail on rank 0, which reports the error and aborts the job
             comm.Barrier()
         raise
+    if rank == 0:
+        _check_out_dir(args.out)
     source = _sources(args, size, rank)
     data = ({"synthetic": args.synthetic, "rounds": args.rounds, "features": source.n_features,
              "seed": args.seed, "drift_prob": args.drift_prob} if args.synthetic else {"shards": args.shards})

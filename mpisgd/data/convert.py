@@ -316,44 +316,51 @@ def _finish(tmp, n_ranks, s, k, sname, K, m, layout, out_dir, name, nf, dtype, c
     n_rows = (m - k + K - 1) // K if layout == "round-robin" else \
         block_range(m, K, k)[1] - block_range(m, K, k)[0]
     d = os.path.join(tmp, f"{s}.{k}")
-    pieces = []
-    for r in range(n_ranks):
-        f = os.path.join(d, f"{r:06d}.lens")
-        if os.path.exists(f):
-            pieces.append({field: np.memmap(os.path.join(d, f"{r:06d}.{field}"), dt, "r")
-                           if os.path.getsize(os.path.join(d, f"{r:06d}.{field}")) else
-                           np.zeros(0, dt) for field, dt in FIELDS})
+    ranks = [r for r in range(n_ranks) if os.path.exists(os.path.join(d, f"{r:06d}.lens"))]
+
+    def load(r, field, dt):
+        return np.fromfile(os.path.join(d, f"{r:06d}.{field}"), dt)
+
     with ShardWriter(path, nf, np.dtype(dtype), compression, shard_index=k, shard_count=K,
                      split=sname or "", **attrs) as w:
-        if shuffled:
-            cat = {field: np.concatenate([p[field] for p in pieces]) if pieces else
+        step = 1 << 16
+        if shuffled:  # the whole shard in memory, ordered by position
+            cat = {field: np.concatenate([load(r, field, dt) for r in ranks]) if ranks else
                    np.zeros(0, dt) for field, dt in FIELDS}
             indptr = np.zeros(len(cat["lens"]) + 1, np.int64)
             np.cumsum(cat["lens"], out=indptr[1:])
             order = np.argsort(cat["pos"], kind="stable")
             if not np.array_equal(cat["pos"][order], np.arange(n_rows)):
                 raise RuntimeError(f"prep: shard {path} positions are not a permutation")
-            step = 1 << 18
             for a in range(0, len(order), step):
                 o = order[a : a + step]
                 take, lens = _gather(indptr, o)
                 ip = np.zeros(len(o) + 1, np.int64)
                 np.cumsum(lens, out=ip[1:])
                 w.append(ip, cat["indices"][take], cat["data"][take], cat["y"][o])
-        else:
+        else:  # stream the pieces in rank order, a block of rows at a time
             expect = 0
-            step = 1 << 18
-            for p in pieces:
-                ends = np.zeros(len(p["lens"]) + 1, np.int64)
-                np.cumsum(p["lens"], out=ends[1:])
-                for a in range(0, len(p["lens"]), step):
-                    b = min(a + step, len(p["lens"]))
-                    pos = p["pos"][a:b]
-                    if pos[0] != expect or pos[-1] != expect + b - a - 1:
-                        raise RuntimeError(f"prep: shard {path} rows out of order")
-                    expect += b - a
-                    w.append(ends[a : b + 1], p["indices"][ends[a] : ends[b]],
-                             p["data"][ends[a] : ends[b]], p["y"][a:b])
+            for r in ranks:
+                files = {field: open(os.path.join(d, f"{r:06d}.{field}"), "rb")
+                         for field, _ in FIELDS}
+                try:
+                    while True:
+                        lens = np.fromfile(files["lens"], np.int64, step)
+                        if not len(lens):
+                            break
+                        m_rows, m_nnz = len(lens), int(lens.sum())
+                        pos = np.fromfile(files["pos"], np.int64, m_rows)
+                        if pos[0] != expect or pos[-1] != expect + m_rows - 1:
+                            raise RuntimeError(f"prep: shard {path} rows out of order")
+                        expect += m_rows
+                        ip = np.zeros(m_rows + 1, np.int64)
+                        np.cumsum(lens, out=ip[1:])
+                        w.append(ip, np.fromfile(files["indices"], np.int32, m_nnz),
+                                 np.fromfile(files["data"], np.float64, m_nnz),
+                                 np.fromfile(files["y"], np.float64, m_rows))
+                finally:
+                    for f in files.values():
+                        f.close()
             if expect != n_rows:
                 raise RuntimeError(f"prep: shard {path} has {expect} rows, expected {n_rows}")
         return w.close(n_rows_split=m)

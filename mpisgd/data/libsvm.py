@@ -389,23 +389,32 @@ def _token(buf, n, pos):
 
 
 def iter_parsed(path, zero_based="auto", n_features=None, start=0, stop=None,
-                binary=False, chunk_bytes=textio.CHUNK_BYTES):
+                binary=False, chunk_bytes=textio.CHUNK_BYTES, out=None):
     """Parse the lines of ``path`` in the byte range ``[start, stop)``.
 
     Yields ``(indptr, indices, data, y, stats)`` per chunk (fresh arrays;
     indices int32, raw in auto mode; stats lines count from the chunk's
-    start). Raises ParseError naming ``path:line`` (line counted from
+    start). With ``out`` = (indptr, indices, data, y) arrays of capacity
+    lines + 2 / lines + 1 rows and colons entries of the range, the chunks
+    are parsed into them in place (and the yielded views hold global
+    offsets). Raises ParseError naming ``path:line`` (line counted from
     ``start``) on the first bad line."""
     base = _base_code(zero_based)
     max_raw = _max_raw(n_features, base)
     lines = 0
+    r0 = z0 = 0
     for buf, n in textio.iter_line_chunks(path, start, stop, chunk_bytes):
         cap_rows, cap_nnz = count_lines_colons(buf, n)
         cap_rows += 1
-        indptr = np.empty(cap_rows + 1, np.int64)
-        indices = np.empty(cap_nnz, np.int32)
-        data = np.empty(cap_nnz, np.float64)
-        y = np.empty(cap_rows, np.float64)
+        if out is None:
+            indptr = np.empty(cap_rows + 1, np.int64)
+            indices = np.empty(cap_nnz, np.int32)
+            data = np.empty(cap_nnz, np.float64)
+            y = np.empty(cap_rows, np.float64)
+        else:
+            indptr = out[0][r0 : r0 + cap_rows + 1]
+            indices, data = out[1][z0 : z0 + cap_nnz], out[2][z0 : z0 + cap_nnz]
+            y = out[3][r0 : r0 + cap_rows]
         st = np.zeros(N_STATS, np.int64)
         parse_chunk(buf, n, base, max_raw, binary, indptr, indices, data, y, st, _POW10)
         if st[S_ERR]:
@@ -423,6 +432,10 @@ def iter_parsed(path, zero_based="auto", n_features=None, start=0, stop=None,
         stats.first_neg, stats.first_zero = int(st[S_FIRST_NEG]), int(st[S_FIRST_ZERO])
         lines += stats.lines
         r, z = stats.rows, stats.nnz
+        if out is not None:
+            indptr[: r + 1] += z0  # chunk offsets to global ones
+            r0 += r
+            z0 += z
         yield indptr[: r + 1], indices[:z], data[:z], y[:r], stats
 
 
@@ -458,17 +471,33 @@ def load_svmlight(path, n_features=None, zero_based="auto"):
     Returns ``(X, y)``: X a float64 ``scipy.sparse.csr_matrix`` with int32
     indices and int64 indptr, y float64 (labels as written). Errors are
     MpisgdError naming ``file:line``."""
-    import scipy.sparse as sp
-
     path = str(path)
-    parts = []
     total = ParseStats()
+    if textio.compression_of(path) is None:
+        # Plain text: count rows and entries first (a fast scan), then parse
+        # every chunk in place into the final arrays (no second copy).
+        lines = colons = 0
+        for buf, n in textio.iter_line_chunks(path):
+            a, b = count_lines_colons(buf, n)
+            lines, colons = lines + a, colons + b
+        out = (np.empty(lines + 2, np.int64), np.empty(colons, np.int32),
+               np.empty(colons, np.float64), np.empty(lines + 1, np.float64))
+        for *_, stats in iter_parsed(path, zero_based, n_features, out=out):
+            total.merge(stats)
+        shift, _, nf, _ = resolve_base(path, zero_based, n_features, total)
+        _check_width(path, nf)
+        indptr, indices = out[0][: total.rows + 1], out[1][: total.nnz]
+        data, y = out[2][: total.nnz], out[3][: total.rows]
+        if shift:
+            indices -= shift
+        indptr[0] = 0
+        return _csr(indptr, indices, data, total.rows, nf), y
+    parts = []
     for indptr, indices, data, y, stats in iter_parsed(path, zero_based, n_features):
         parts.append((indptr, indices, data, y))
         total.merge(stats)
     shift, _, nf, _ = resolve_base(path, zero_based, n_features, total)
-    if nf >= 2**31:
-        raise MpisgdError(f"{path}: {nf} features do not fit int32 indices")
+    _check_width(path, nf)
     indptr = np.empty(total.rows + 1, np.int64)
     indices = np.empty(total.nnz, np.int32)
     data = np.empty(total.nnz, np.float64)
@@ -483,11 +512,22 @@ def load_svmlight(path, n_features=None, zero_based="auto"):
         y[r : r + k] = p_y
         r += k
         z += m
-    X = sp.csr_matrix((data, indices, indptr), shape=(total.rows, nf))
+    return _csr(indptr, indices, data, total.rows, nf), y
+
+
+def _check_width(path, nf):
+    if nf >= 2**31:
+        raise MpisgdError(f"{path}: {nf} features do not fit int32 indices")
+
+
+def _csr(indptr, indices, data, rows, nf):
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix((data, indices, indptr), shape=(rows, nf), copy=False)
     # scipy may downcast indptr; the contract is int64 indptr, int32 indices.
     X.indptr = indptr
     X.indices = indices
-    return X, y
+    return X
 
 
 @njit(cache=True)
@@ -577,6 +617,9 @@ def write_svmlight(path, X, y, zero_based=False, rows_per_batch=65536):
                 out = np.empty(24 * (r1 - r0) + 36 * int(indptr[r1] - indptr[r0]), np.uint8)
                 n = _format_rows(indptr, X.indices, X.data, y, r0, r1, base, out)
                 f.write(out[:n].tobytes())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

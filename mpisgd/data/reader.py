@@ -3,6 +3,10 @@
 At most ``readahead`` blocks wait in the queue (plus the one being read and
 the one the caller holds), so memory stays bounded while I/O overlaps the
 caller's compute. An error in the reading thread is raised in the caller.
+Blocks of contiguous (uncompressed) shards are read-only views of the
+memory-mapped file; the thread verifies their checksums, which also pages
+them in. The overlap needs the caller's compute to release the GIL (numba
+``nogil=True``); otherwise the thread runs between the caller's blocks.
 """
 
 import queue
@@ -46,7 +50,7 @@ def _put(out, item, stop):
     return False
 
 
-def _produce(paths, block_rows, out, stop):
+def _produce(paths, block_rows, out, stop, keep):
     try:
         for k, path in enumerate(paths):
             with open_shard(path) as shard:
@@ -54,6 +58,8 @@ def _produce(paths, block_rows, out, stop):
                     block = Block(*shard.read(r, r + block_rows), row_start=r, shard=k)
                     if not _put(out, block, stop):
                         return
+                    # Blocks older than the queue, the caller's and one spare are done.
+                    shard.release(r - keep * block_rows)
         _put(out, _DONE, stop)
     except BaseException as exc:  # handed to the consumer
         _put(out, exc, stop)
@@ -73,11 +79,13 @@ def iter_blocks(paths, block_rows, readahead=2):
             with open_shard(path) as shard:
                 for r in range(0, shard.n_rows, block_rows):
                     yield Block(*shard.read(r, r + block_rows), row_start=r, shard=k)
+                    shard.release(r - block_rows)
         return
     out = queue.Queue(maxsize=readahead)
     stop = threading.Event()
     thread = threading.Thread(
-        target=_produce, args=(paths, block_rows, out, stop), name="mpisgd-reader", daemon=True
+        target=_produce, args=(paths, block_rows, out, stop, readahead + 3), name="mpisgd-reader",
+        daemon=True
     )
     thread.start()
     try:

@@ -3,31 +3,77 @@
 Datasets: ``indptr`` int64 (n_rows + 1), ``indices`` int32 (nnz), ``data``
 float32 or float64 (nnz), ``labels`` float64 (n_rows), ``feature_sums``
 float64 (n_features; Σ_rows x, so the global mean is one Allreduce away).
-All chunked, with HDF5's fletcher32 checksum on every chunk (checked by
-HDF5 on every read) and optional lzf/gzip compression. Root attributes name
-the format and its version, the shape and provenance (see ``REQUIRED``).
+Root attributes name the format and its version, the shape and provenance
+(see ``REQUIRED``).
+
+Two layouts, both plain HDF5 for any reader:
+
+- ``compression="none"`` (the default): contiguous datasets, so that a
+  reader maps them into memory and hands out row blocks without copying;
+  integrity by stored checksums (group ``checksums``: for every 1 MiB
+  segment of every dataset, Σ w and Σ (i+1)·w over its 32-bit words, mod
+  2^64), each segment verified the first time a read touches it.
+- ``"lzf"`` / ``"gzip"``: chunked datasets with HDF5's fletcher32 filter
+  (HDF5 checks every chunk it reads) and the compressor.
 
 Files are written under a temporary name in the target directory and
 renamed at the end, so a failed write never leaves a partial shard.
 """
 
 import json
+import mmap
 import os
 import tempfile
 
 import numpy as np
+from numba import njit
 
 from mpisgd.errors import MpisgdError
 
 FORMAT = "mpisgd-shard"
 FORMAT_VERSION = 1
-CHUNK = 1 << 16  # elements per HDF5 chunk of indices/data
-CHUNK_ROWS = 1 << 14  # elements per HDF5 chunk of indptr/labels
-# Chosen by bench/bench_data.py (compression section): see bench/README.md.
+CHUNK = 1 << 16  # elements per HDF5 chunk of indices/data (compressed layout)
+CHUNK_ROWS = 1 << 14  # elements per HDF5 chunk of indptr/labels (compressed layout)
+SEGMENT = 1 << 20  # bytes per checksum segment (contiguous layout)
+# Chosen by bench/bench_data.py: see bench/README.md, section "Data".
 DEFAULT_COMPRESSION = "none"
 COMPRESSIONS = ("none", "lzf", "gzip")
 REQUIRED = ("format", "format_version", "n_rows", "n_features", "nnz")
 DATASETS = ("indptr", "indices", "data", "labels", "feature_sums")
+# Segments already verified in this process, per file version: a shard read
+# again (the next epoch) is not checksummed again.
+_VERIFIED = {}
+_STREAMED = (("indptr", np.int64), ("indices", np.int32), ("data", None), ("labels", np.float64))
+
+
+@njit(cache=True, nogil=True)
+def _segment_checksum(words):
+    """(Σ w, Σ (i+1)·w) mod 2^64 over uint32 words (a loop LLVM vectorizes)."""
+    a = np.uint64(0)
+    b = np.uint64(0)
+    for i in range(len(words)):
+        w = np.uint64(words[i])
+        a += w
+        b += np.uint64(i + 1) * w
+    return a, b
+
+
+@njit(cache=True, nogil=True)
+def _checksums(words, seg_words, out):
+    """Per segment of ``seg_words`` uint32 words: (Σ w, Σ (i+1)·w) mod 2^64."""
+    for s in range(len(out)):
+        a, b = _segment_checksum(words[s * seg_words : (s + 1) * seg_words])
+        out[s, 0] = a
+        out[s, 1] = b
+
+
+def checksums(arr):
+    """Segment checksums of an array's bytes (a (segments, 2) uint64 array)."""
+    words = np.ascontiguousarray(arr).view(np.uint8).view(np.uint32)
+    seg = SEGMENT // 4
+    out = np.zeros(((len(words) + seg - 1) // seg, 2), np.uint64)
+    _checksums(words, seg, out)
+    return out
 
 
 def _filters(compression):
@@ -52,17 +98,19 @@ def _attr_value(v):
 class ShardWriter:
     """Append rows to a new shard; ``close()`` publishes it, ``abort()`` drops it.
 
-    Use as a context manager: an exception inside the block aborts."""
+    Rows go to raw temporary files (contiguous layout) or to chunked
+    datasets (compressed layout); use as a context manager: an exception
+    inside the block aborts."""
 
     def __init__(self, path, n_features, dtype=np.float64, compression=DEFAULT_COMPRESSION,
                  **attrs):
-        import h5py
-
         self.path = os.fspath(path)
         self.n_features = int(n_features)
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.float32, np.float64):
             raise MpisgdError(f"dtype: shard values are float32 or float64, not {self.dtype}")
+        self.compression_kw = _filters(compression)
+        self.compression = compression
         directory = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(directory, exist_ok=True)
         fd, self.tmp = tempfile.mkstemp(
@@ -70,19 +118,25 @@ class ShardWriter:
         )
         os.close(fd)
         self.attrs = dict(attrs)
-        self.f = h5py.File(self.tmp, "w")
-        kw = _filters(compression)
-        self.compression = compression
-        self.compression_kw = kw
-        mk = self.f.create_dataset
-        self.d_indptr = mk("indptr", (1,), np.int64, maxshape=(None,), chunks=(CHUNK_ROWS,), **kw)
-        self.d_indices = mk("indices", (0,), np.int32, maxshape=(None,), chunks=(CHUNK,), **kw)
-        self.d_data = mk("data", (0,), self.dtype, maxshape=(None,), chunks=(CHUNK,), **kw)
-        self.d_labels = mk("labels", (0,), np.float64, maxshape=(None,), chunks=(CHUNK_ROWS,),
-                           **kw)
-        self.d_indptr[0] = 0
         self.n_rows = 0
         self.nnz = 0
+        self.f = None
+        self.raw = {}
+        if compression == "none":
+            for name, dt in _STREAMED:
+                self.raw[name] = open(f"{self.tmp}.{name}", "wb")
+            np.zeros(1, np.int64).tofile(self.raw["indptr"])
+        else:
+            import h5py
+
+            self.f = h5py.File(self.tmp, "w")
+            kw = self.compression_kw
+            mk = self.f.create_dataset
+            for name, dt in _STREAMED:
+                rows = name in ("indptr", "labels")
+                mk(name, (1 if name == "indptr" else 0,), dt or self.dtype, maxshape=(None,),
+                   chunks=(CHUNK_ROWS if rows else CHUNK,), **kw)
+            self.f["indptr"][0] = 0
 
     def append(self, indptr, indices, data, y):
         """Append rows given as CSR pieces (``indptr`` may start anywhere)."""
@@ -94,32 +148,64 @@ class ShardWriter:
             raise MpisgdError(
                 f"{self.path}: feature index outside [0, {self.n_features}) in appended rows"
             )
-        values = np.asarray(data, dtype=self.dtype)
-        for d, new in (
-            (self.d_indptr, np.asarray(indptr[1:], np.int64) - indptr[0] + self.nnz),
-            (self.d_indices, np.asarray(indices, np.int32)),
-            (self.d_data, values),
-            (self.d_labels, np.asarray(y, np.float64)),
-        ):
-            n0 = d.shape[0]
-            d.resize((n0 + len(new),))
-            d[n0:] = new
+        new = {
+            "indptr": np.asarray(indptr[1:], np.int64) - indptr[0] + self.nnz,
+            "indices": np.asarray(indices, np.int32),
+            "data": np.asarray(data, dtype=self.dtype),
+            "labels": np.asarray(y, np.float64),
+        }
+        for name, arr in new.items():
+            if self.raw:
+                arr.tofile(self.raw[name])
+            else:
+                d = self.f[name]
+                n0 = d.shape[0]
+                d.resize((n0 + len(arr),))
+                d[n0:] = arr
         self.n_rows += k
         self.nnz += m
 
     def close(self, **attrs):
         """Write the attributes, flush, rename into place; returns the path."""
+        import h5py
+
         self.attrs.update(attrs)
+        if self.raw:
+            for fh in self.raw.values():
+                fh.close()
+            self.f = h5py.File(self.tmp, "w")
+            group = self.f.create_group("checksums")
+            group.attrs["segment_bytes"] = SEGMENT
+            for name, dt in _STREAMED:
+                dt = np.dtype(dt or self.dtype)
+                n = os.path.getsize(f"{self.tmp}.{name}") // dt.itemsize
+                ds = self.f.create_dataset(name, (n,), dt)  # contiguous
+                step = (64 * SEGMENT) // dt.itemsize  # whole segments per copy
+                sums = []
+                with open(f"{self.tmp}.{name}", "rb") as src:  # plain reads: bounded RSS
+                    for a in range(0, n, step):
+                        part = np.fromfile(src, dt, min(step, n - a))
+                        ds[a : a + len(part)] = part
+                        sums.append(checksums(part))
+                group.create_dataset(name, data=np.concatenate(sums) if sums else
+                                     np.zeros((0, 2), np.uint64))
+                os.unlink(f"{self.tmp}.{name}")
+            self.raw = {}
         # Σ x over rows, of the values as stored, in fixed blocks of entries:
         # the same bits however the rows were appended.
         sums = np.zeros(self.n_features, np.float64)
         step = 16 * CHUNK
         for a in range(0, self.nnz, step):
-            sums += np.bincount(self.d_indices[a : a + step],
-                                weights=self.d_data[a : a + step].astype(np.float64),
+            sums += np.bincount(self.f["indices"][a : a + step],
+                                weights=self.f["data"][a : a + step].astype(np.float64),
                                 minlength=self.n_features)
-        self.f.create_dataset("feature_sums", data=sums, chunks=(min(CHUNK, max(1, self.n_features)),),
-                              **self.compression_kw)
+        if self.compression == "none":
+            self.f.create_dataset("feature_sums", data=sums)
+            self.f["checksums"].create_dataset("feature_sums", data=checksums(sums))
+        else:
+            self.f.create_dataset("feature_sums", data=sums,
+                                  chunks=(min(CHUNK, max(1, self.n_features)),),
+                                  **self.compression_kw)
         a = self.f.attrs
         a["format"] = FORMAT
         a["format_version"] = FORMAT_VERSION
@@ -144,10 +230,14 @@ class ShardWriter:
 
     def abort(self):
         try:
-            self.f.close()
+            for fh in self.raw.values():
+                fh.close()
+            if self.f is not None:
+                self.f.close()
         finally:
-            if os.path.exists(self.tmp):
-                os.unlink(self.tmp)
+            for name in [""] + [f".{n}" for n, _ in _STREAMED]:
+                if os.path.exists(self.tmp + name):
+                    os.unlink(self.tmp + name)
 
     def __enter__(self):
         return self
@@ -173,7 +263,11 @@ def write_shard(path, X, y, dtype=np.float64, compression=DEFAULT_COMPRESSION, *
 
 
 class Shard:
-    """An open shard: attributes, feature sums, and row ranges on demand."""
+    """An open shard: attributes, feature sums, and row ranges on demand.
+
+    With the contiguous layout ``read`` returns read-only views of the
+    memory-mapped file (no copy) for ``indices``, ``data`` (float64 shards)
+    and ``labels``."""
 
     def __init__(self, path):
         import h5py
@@ -225,12 +319,76 @@ class Shard:
                     f"{self.path}: dataset {name!r} has shape {self.f[name].shape}, "
                     f"attributes say ({length},)"
                 )
-        ends = self._get("indptr", np.s_[[0, -1]] if self.n_rows else np.s_[0:1])
-        if ends[0] != 0 or ends[-1] != self.nnz:
+        self.maps = {}
+        if self.f["indptr"].chunks is None:
+            self._map()
+        first = self._get("indptr", slice(0, 1))[0]
+        last = self._get("indptr", slice(self.n_rows, self.n_rows + 1))[0]
+        if first != 0 or last != self.nnz:
             raise MpisgdError(f"{self.path}: dataset 'indptr' does not span [0, nnz]")
-        self.feature_sums = self._get("feature_sums", np.s_[:])
+        self.feature_sums = np.array(self._get("feature_sums", slice(0, self.n_features)))
+
+    def _map(self):
+        """Memory-map the contiguous datasets; checksums verified lazily."""
+        if "checksums" not in self.f:
+            raise MpisgdError(f"{self.path}: contiguous shard without its 'checksums' group")
+        self.seg = int(self.f["checksums"].attrs["segment_bytes"])
+        self.sums = {}
+        st = os.stat(self.path)
+        size = st.st_size
+        key = (st.st_dev, st.st_ino, st.st_mtime_ns, size)
+        self.verified = _VERIFIED.setdefault(key, {})
+        self.map_start = {}
+        for name in DATASETS:
+            ds = self.f[name]
+            if ds.chunks is not None or name not in self.f["checksums"]:
+                raise MpisgdError(f"{self.path}: dataset {name!r} is not in the contiguous layout")
+            self.sums[name] = self.f["checksums"][name][:]
+            n = ds.shape[0]
+            nseg = (n * ds.dtype.itemsize + self.seg - 1) // self.seg
+            if self.sums[name].shape != (nseg, 2):
+                raise MpisgdError(f"{self.path}: checksums of {name!r} do not match its size")
+            if self.verified.get(name, np.zeros(0)).shape != (nseg,):
+                self.verified[name] = np.zeros(nseg, np.bool_)
+            if n == 0:
+                self.maps[name] = np.zeros(0, ds.dtype)
+                continue
+            offset = ds.id.get_offset()
+            if offset is None or offset + n * ds.dtype.itemsize > size:
+                raise MpisgdError(f"{self.path}: dataset {name!r} lies beyond the end of the "
+                                  f"file (truncated?)")
+            self.maps[name] = np.memmap(self.path, ds.dtype, "r", offset, (n,))
+            self.map_start[name] = offset % mmap.ALLOCATIONGRANULARITY  # array's place in the map
+
+    def _verify(self, name, lo, hi):
+        """Check the segments holding elements [lo, hi) of a mapped dataset."""
+        arr = self.maps[name]
+        item = arr.dtype.itemsize
+        s0, s1 = (lo * item) // self.seg, (max(hi, lo + 1) * item - 1) // self.seg + 1
+        todo = np.flatnonzero(~self.verified[name][s0:s1]) + s0
+        if not len(todo) or hi <= lo:
+            return
+        per = self.seg // item
+        for s in todo:
+            part = np.asarray(arr[s * per : (s + 1) * per])
+            got = checksums(part)[0]
+            if not np.array_equal(got, self.sums[name][s]):
+                raise MpisgdError(
+                    f"{self.path}: dataset {name!r} is corrupt (checksum mismatch in bytes "
+                    f"{s * self.seg}..{(s + 1) * self.seg})"
+                )
+            # Indices are bounds-checked once, with their checksum, not per read.
+            if name == "indices" and len(part) and (part.min() < 0 or
+                                                    part.max() >= self.n_features):
+                raise MpisgdError(f"{self.path}: dataset 'indices' holds an index outside "
+                                  f"[0, {self.n_features}) (bytes {s * self.seg}..)")
+            self.verified[name][s] = True
 
     def _get(self, name, sel):
+        if self.maps:
+            lo, hi, _ = sel.indices(len(self.maps[name]))
+            self._verify(name, lo, hi)
+            return self.maps[name][sel]
         try:
             return self.f[name][sel]
         except OSError as exc:
@@ -247,25 +405,44 @@ class Shard:
         start, stop = max(0, int(start)), min(self.n_rows, int(stop))
         if stop <= start:
             return np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0)
-        indptr = self._get("indptr", np.s_[start : stop + 1])
+        indptr = np.array(self._get("indptr", slice(start, stop + 1)))
         a, b = int(indptr[0]), int(indptr[-1])
-        indices = self._get("indices", np.s_[a:b])
-        data = self._get("data", np.s_[a:b]).astype(np.float64, copy=False)
-        y = self._get("labels", np.s_[start:stop])
+        if not 0 <= a <= b <= self.nnz:
+            raise MpisgdError(f"{self.path}: rows {start}..{stop} hold inconsistent CSR data")
+        indices = np.asarray(self._get("indices", slice(a, b)))
+        data = np.asarray(self._get("data", slice(a, b))).astype(np.float64, copy=False)
+        y = np.asarray(self._get("labels", slice(start, stop)))
         indptr -= a
-        if a > b or (b - a and (indices.min() < 0 or indices.max() >= self.n_features)):
+        if not self.maps and b - a and (indices.min() < 0 or indices.max() >= self.n_features):
             raise MpisgdError(f"{self.path}: rows {start}..{stop} hold inconsistent CSR data")
         return indptr, indices, data, y
 
+    def release(self, stop_row):
+        """Drop this process's mapping of rows before ``stop_row`` (the file's
+        pages stay in the OS cache, and reading them again maps them again), so
+        that streaming a shard keeps the resident set bounded."""
+        if not self.maps or stop_row <= 0:
+            return
+        stop_row = min(stop_row, self.n_rows)
+        nnz = int(self.maps["indptr"][stop_row])
+        for name, count in (("indptr", stop_row), ("labels", stop_row), ("indices", nnz),
+                            ("data", nnz)):
+            arr = self.maps[name]
+            end = self.map_start[name] + count * arr.dtype.itemsize
+            end -= end % mmap.PAGESIZE
+            if end > 0 and hasattr(arr, "_mmap") and arr._mmap is not None:
+                arr._mmap.madvise(mmap.MADV_DONTNEED, 0, end)
+
     def verify(self):
-        """Read every dataset once, so HDF5 checks every chunk's checksum."""
+        """Check every checksum once (every segment, or every HDF5 chunk)."""
         step = 1 << 20
         for name in DATASETS:
             n = self.f[name].shape[0]
             for s in range(0, n, step):
-                self._get(name, np.s_[s : s + step])
+                self._get(name, slice(s, min(n, s + step)))
 
     def close(self):
+        self.maps = {}
         self.f.close()
 
     def __enter__(self):
@@ -277,8 +454,8 @@ class Shard:
 
 
 def open_shard(path, verify=False):
-    """Open and check a shard (structure and attributes; ``verify`` also reads
-    every chunk so HDF5 checks every checksum). Raises MpisgdError."""
+    """Open and check a shard (structure and attributes; ``verify`` also checks
+    every checksum now rather than at first read). Raises MpisgdError."""
     shard = Shard(path)
     if verify:
         try:

@@ -77,7 +77,7 @@ def dekel_epoch(
         xx = xbar_dot[i] if centered else 0.0  # x̄·x_t
         p = 0.0  # w_0 = 0, b_0 = 0
         if t > 0.0:
-            lt = lam * t
+            lt = lam * t  # t still counts the examples before this one: t − 1 below
             # w_{t−1}·x_t = −(v_{t−1}·x_t − a_{t−1} x̄·x_t) / (λ(t−1))   (x̄ = 0 unless CASGD)
             p = -(vx - a * xx) / lt
             if bias_mode == REGULARIZED:

@@ -1,0 +1,190 @@
+"""Benchmarks of the MPI runner (bench/README.md, section "MPI").
+
+    NUMBA_NUM_THREADS=1 .venv/bin/python bench/bench_mpi.py [--section S] [--quick]
+
+Sections:
+
+check       the local condition's cost per check, O(1) (``OnlineLearners.distances``),
+            against the dense ‖w − r‖² it replaces, for n = 10³ … 10⁶; and the
+            size of a model message after the same rows (grows with the
+            coordinates touched, not with n). In-process.
+throughput  per-rank throughput (rows/s of the training loop's wall time) at -n 2 against -n 1, protocols
+            none and dynamic, on RCV1-scale shards (medians over alternating repeats).
+share       share of wall time spent in MPI calls at -n 2: static b ∈ {1, 8, 128}, dynamic.
+rcv1        RCV1-scale synthetic data in 2 shards: static b=8 against dynamic at several Δ;
+            test error of the final model on held-out rows, and bytes.
+
+Every job is ``mpiexec -n K python -m mpi4py -m mpisgd train ...`` and reads its report.json.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+ENV = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+LEARNER = ["--loss", "log", "--eta0", "1.0", "--lam", "1e-5"]
+
+
+def train(ranks, args, out):
+    cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *map(str, args),
+           "--out", str(out), "--quiet", "--timeline-every", "0"]
+    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{done.stderr[-2000:]}")
+    return json.loads((Path(out) / "report.json").read_text())
+
+
+def section_check(quick):
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):  # as in an MPI rank
+        _section_check(quick)
+
+
+def _section_check(quick):
+    from mpisgd.learners import OnlineLearners
+
+    rng = np.random.default_rng(0)
+    rows, nnz = 1000, 50
+    print("\n## check: cost of one local-condition check vs n (in-process, one learner)\n")
+    print("| n | O(1) check (µs) | dense ‖w − r‖² (µs) | message bytes after 1000 rows | dense message bytes |")
+    print("|---:|---:|---:|---:|---:|")
+    for n in (10**3, 10**4, 10**5, 10**6):
+        L = OnlineLearners(1, n, loss="log", eta0=0.5, lam=1e-4)
+        z = np.zeros(n + 2)
+        z[rng.choice(n, 100, replace=False)] = rng.normal(size=100)
+        z[n + 1] = 1.0
+        L.set_reference(z)  # a non-zero reference
+        indptr = np.arange(0, (rows + 1) * nnz, nnz, dtype=np.int64)
+        indices = np.concatenate([np.sort(rng.choice(min(n, 5000), nnz, replace=False)) for _ in range(rows)])
+        data = rng.random(rows * nnz)
+        y = np.where(rng.random(rows) < 0.5, -1.0, 1.0)
+        L.learn(indptr, indices.astype(np.int32), data, y, np.zeros(rows, np.int64))
+        r, r_b = L.reference
+
+        def dense():
+            w, b = L.weights(0)
+            d = w - r
+            return float(d @ d + (b - r_b) ** 2)
+
+        assert abs(dense() - L.distances()[0]) <= 1e-9 * max(1.0, dense())
+        reps = 2000 if n <= 10**4 else 100
+        times = {}
+        for name, f in (("o1", L.distances), ("dense", dense)):
+            samples = []
+            for _ in range(5):
+                t = time.perf_counter()
+                for _ in range(reps):
+                    f()
+                samples.append((time.perf_counter() - t) / reps * 1e6)
+            times[name] = statistics.median(samples)
+        print(f"| {n:,} | {times['o1']:.2f} | {times['dense']:.1f} | {len(L.message(0)):,} | {16 + 8 * n:,} |")
+
+
+def make_shards(tmp, rounds):
+    from mpisgd.data.synthetic import RCV1Stream, write_learner_shards
+
+    return write_learner_shards(RCV1Stream(n_learners=2, seed=1), rounds, tmp, batch_rounds=5000)
+
+
+def section_throughput(quick, tmp):
+    rounds = 20000 if quick else 100000
+    paths = make_shards(tmp, rounds)
+    reps = 2 if quick else 3
+    print(f"\n## throughput: per-rank rows/s over the training loop (wall time from the first round to the "
+          f"last, i.e. without start-up and the final sync), RCV1-scale shards ({rounds:,} rows each)\n")
+    print("| protocol | -n 1 rows/s | -n 2 rows/s per rank | ratio | -n 2 time in MPI calls |")
+    print("|---|---:|---:|---:|---:|")
+    print(f"(load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)\n")
+    for proto in (["--protocol", "none"], ["--protocol", "dynamic", "--delta", "10", "--period", "8"],
+                  ["--protocol", "dynamic", "--delta", "10", "--period", "64"],
+                  ["--protocol", "dynamic", "--delta", "10", "--period", "8", "--mode", "async"]):
+        per, share = {1: [], 2: []}, []
+        for _ in range(reps):  # alternate, so that load from others hits both alike
+            for ranks, shards in ((1, paths[:1]), (2, paths)):
+                rep = train(ranks, [*shards, *LEARNER, *proto], Path(tmp) / "tp")
+                per[ranks].append(statistics.median(s["rows"] / s["time"]["loop"] for s in rep["per_rank"]))
+                if ranks == 2:
+                    share.append(rep["time"]["communication"]["max"] / rep["time"]["wall"])
+        one, two = statistics.median(per[1]), statistics.median(per[2])
+        print(f"| {' '.join(proto[1:])} | {one:,.0f} | {two:,.0f} | {two / one:.2f} | "
+              f"{100 * statistics.median(share):.0f} % |")
+
+
+def section_share(quick, tmp):
+    rounds = 20000 if quick else 50000
+    paths = make_shards(tmp, rounds)
+    print(f"\n## share: time in MPI calls at -n 2, RCV1-scale shards ({rounds:,} rounds)\n")
+    print("| protocol | wall s | MPI s (max over ranks) | share | bytes | full syncs |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for proto in (["static", "--period", "1"], ["static", "--period", "8"], ["static", "--period", "128"],
+                  ["dynamic", "--period", "8", "--delta", "10"]):
+        rep = train(2, [*paths, *LEARNER, "--protocol", *proto], Path(tmp) / "sh")
+        wall = rep["time"]["wall"]
+        comm = rep["time"]["communication"]["max"]
+        print(f"| {' '.join(proto)} | {wall:.2f} | {comm:.2f} | {100 * comm / wall:.1f} % | "
+              f"{rep['communication']['total_bytes']:,} | {rep['protocol']['full_syncs']['total']} |")
+
+
+def section_rcv1(quick, tmp):
+    from mpisgd.data.synthetic import rcv1_like
+    from mpisgd.model import LinearModel
+
+    rounds = 20000 if quick else 100000
+    paths = make_shards(tmp, rounds)
+    _Xtr, _ytr, X_test, y_test = rcv1_like(0, 20000, seed=1)
+    print(f"\n## rcv1: 2 shards × {rounds:,} rows, n = 47,152; test error on 20,000 held-out rows\n")
+    print("| protocol | test error | online error | bytes | bytes / static b=8 | full syncs | balancings |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    runs = [["static", "--period", "8"]] + [["dynamic", "--period", "8", "--delta", str(d)]
+                                           for d in (1, 3, 10, 30, 100)]
+    results = []
+    for proto in runs:
+        out = Path(tmp) / "rc"
+        rep = train(2, [*paths, *LEARNER, "--protocol", *proto], out)
+        err = LinearModel.load(out / "model.h5").loss_and_error(X_test, y_test)[1]
+        results.append((proto, rep, err))
+    base_bytes, base_err = results[0][1]["communication"]["total_bytes"], results[0][2]
+    for proto, rep, err in results:
+        nbytes = rep["communication"]["total_bytes"]
+        print(f"| {' '.join(proto)} | {err:.4f} | {rep['online']['error_rate']:.4f} | {nbytes:,} | "
+              f"{100 * nbytes / base_bytes:.1f} % | {rep['protocol']['full_syncs']['total']} | "
+              f"{rep['protocol']['balancings']} |")
+    ok = [(p, r, e) for p, r, e in results[1:] if e <= base_err]
+    if ok:
+        p, r, e = min(ok, key=lambda x: x[1]["communication"]["total_bytes"])
+        print(f"\ncheapest dynamic run at or below static b=8's test error: {' '.join(p)}, "
+              f"{100 * r['communication']['total_bytes'] / base_bytes:.1f} % of its bytes")
+    else:
+        print("\nno dynamic run reached static b=8's test error")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--section", choices=("all", "check", "throughput", "share", "rcv1"), default="all")
+    parser.add_argument("--quick", action="store_true", help="smaller data (a smoke run)")
+    args = parser.parse_args()
+    sections = ("check", "throughput", "share", "rcv1") if args.section == "all" else (args.section,)
+    with tempfile.TemporaryDirectory(prefix="bench-mpi-") as tmp:
+        for name in sections:
+            sub = Path(tmp) / name
+            sub.mkdir()
+            start = time.perf_counter()
+            if name == "check":
+                section_check(args.quick)
+            else:
+                globals()[f"section_{name}"](args.quick, str(sub))
+            print(f"\n({name}: {time.perf_counter() - start:.0f} s)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
