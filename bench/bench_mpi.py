@@ -121,7 +121,7 @@ def section_throughput(quick, tmp):
 
 
 def section_share(quick, tmp):
-    rounds = 20000 if quick else 50000
+    rounds = 20000 if quick else 30000
     paths = make_shards(tmp, rounds)
     print(f"\n## share: time in MPI calls at -n 2, RCV1-scale shards ({rounds:,} rounds)\n")
     print("| protocol | wall s | MPI s (max over ranks) | share | bytes | full syncs |")

@@ -209,6 +209,20 @@ def test_vw_input(tmp_path):
     assert main(["prep", str(p), "--out", str(out), "--name", "x"]) == 2
 
 
+@pytest.mark.parametrize("body,message", [
+    ("1 |f 1:1\n-1 2:1\n", "a.vw:2: missing '|'"),
+    ("1 |f 1:1\n\n-1 |a 2:1 |b 3:1\n", "a.vw:3: more than one namespace"),
+    ("1 |f 1:1\n-1 |f 2:x\n", "a.vw:2: non-numeric feature value"),
+])
+def test_bad_vw_input(tmp_path, capsys, body, message):
+    p = tmp_path / "a.vw"
+    p.write_text(body)
+    out = tmp_path / "out"
+    assert main(["prep", str(p), "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert _files(out) == []
+
+
 @pytest.mark.skipif(not (DATA / "rcv1_ccat_subset").is_dir(), reason="../shared/data absent")
 def test_vw_and_libsvm_copies_of_rcv1_agree(tmp_path):
     d = DATA / "rcv1_ccat_subset"

@@ -284,6 +284,11 @@ def test_sync_mode_is_deterministic():
 
 def test_async_dynamic_ends_with_one_model():
     run, report = run_job(config(delta=0.3, period=2, mode="async"))
+    assert not run.transport.pending  # every violation was resolved, or overtaken by a resolution
+    assert run.transport._requests == []
+    if run.rank == 0:
+        assert report["protocol"]["violations"] > 0
+        assert run.coordinator.counter < run.size
     mine = np.append(run.coef, run.intercept)
     everyone = world().allgather(mine)
     for other in everyone:

@@ -70,8 +70,6 @@ def _command(args):
 
 
 def run(args):
-    import os
-
     from mpisgd.data import shard as shard_mod
     from mpisgd.errors import MpisgdError
 
@@ -95,7 +93,7 @@ def run(args):
             split_seed=args.split_seed, split_name=args.split_name,
             n_features=args.n_features, binary=binary, dtype=args.dtype,
             compression=compression, command=_command(args), comm=comm)
-    return 0 if os.path.isdir(args.out) else 1
+    return 0
 
 
 def _stem(path):
@@ -110,7 +108,6 @@ def _stem(path):
 
 def _synthetic(args, compression):
     from mpisgd.data import synthetic
-
     from mpisgd.errors import MpisgdError
 
     if args.input:

@@ -389,7 +389,7 @@ def _token(buf, n, pos):
 
 
 def iter_parsed(path, zero_based="auto", n_features=None, start=0, stop=None,
-                binary=False, chunk_bytes=textio.CHUNK_BYTES, out=None):
+                binary=False, chunk_bytes=textio.CHUNK_BYTES, out=None, transform=None):
     """Parse the lines of ``path`` in the byte range ``[start, stop)``.
 
     Yields ``(indptr, indices, data, y, stats)`` per chunk (fresh arrays;
@@ -397,13 +397,17 @@ def iter_parsed(path, zero_based="auto", n_features=None, start=0, stop=None,
     start). With ``out`` = (indptr, indices, data, y) arrays of capacity
     lines + 2 / lines + 1 rows and colons entries of the range, the chunks
     are parsed into them in place (and the yielded views hold global
-    offsets). Raises ParseError naming ``path:line`` (line counted from
-    ``start``) on the first bad line."""
+    offsets). ``transform(buf, n, lines_before)`` may rewrite each chunk into
+    LIBSVM lines first, line for line (the Vowpal Wabbit reader does). Raises
+    ParseError naming ``path:line`` (line counted from ``start``) on the
+    first bad line."""
     base = _base_code(zero_based)
     max_raw = _max_raw(n_features, base)
     lines = 0
     r0 = z0 = 0
     for buf, n in textio.iter_line_chunks(path, start, stop, chunk_bytes):
+        if transform is not None:
+            buf, n = transform(buf, n, lines)
         cap_rows, cap_nnz = count_lines_colons(buf, n)
         cap_rows += 1
         if out is None:

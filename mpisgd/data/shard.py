@@ -180,7 +180,7 @@ class ShardWriter:
                 dt = np.dtype(dt or self.dtype)
                 n = os.path.getsize(f"{self.tmp}.{name}") // dt.itemsize
                 ds = self.f.create_dataset(name, (n,), dt)  # contiguous
-                step = (64 * SEGMENT) // dt.itemsize  # whole segments per copy
+                step = (16 * SEGMENT) // dt.itemsize  # whole segments per copy
                 sums = []
                 with open(f"{self.tmp}.{name}", "rb") as src:  # plain reads: bounded RSS
                     for a in range(0, n, step):

@@ -39,7 +39,7 @@ B_SUM = 7  # Σ_{i≤t} b_i (unregularized bias)
 N_STATE = 8
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # lets the reader thread run during an epoch
 def dekel_epoch(
     indptr, indices, data, y, order, loss_code, loss_param, lam, variant, bias_mode,
     xbar_dot, xbar_sq, v, u, st,

@@ -55,7 +55,7 @@ def exact_pq(l, V, r, P, Q):
     Q[l] = q
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # lets the reader thread read ahead meanwhile
 def learn_rows(
     indptr, indices, data, y, owner,
     alpha, s, V, bias, P, Q, steps,

@@ -64,7 +64,7 @@ def renorm(v, a, st):
     st[A_DIVISOR] = 1.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # lets the reader thread run during an epoch
 def sgd_epoch(
     indptr,
     indices,
