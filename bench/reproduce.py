@@ -113,11 +113,16 @@ def sensitivity_configs():
     return out
 
 
-def neuralnet_configs():
-    out = [_cfg("none", "none"), _cfg("central", "central")]
-    out += [_cfg(f"static b={b}", "static", b) for b in STATIC_BS]
+def neuralnet_configs(n=150, unit_norm=False):
+    """unit_norm: the learner sees x/√n (unit-norm inputs) with η = 1. Implemented
+    exactly on the raw ±1 rows: weights scale by 1/√n, so the step becomes η/n and
+    ‖w − r‖² = (1/n)·‖w' − r'‖², i.e. the threshold Δ/n (the bias is not scaled)."""
+    scale = 1.0 / n if unit_norm else 1.0
+    learner = {"eta0": scale} if unit_norm else None
+    out = [_cfg("none", "none", learner=learner), _cfg("central", "central", learner=learner)]
+    out += [_cfg(f"static b={b}", "static", b, learner=learner) for b in STATIC_BS]
     for b in (1, 8):
-        out += [_cfg(f"dynamic Δ={d:g} b={b}", "dynamic", b, d) for d in NN_DELTAS]
+        out += [_cfg(f"dynamic Δ={d:g} b={b}", "dynamic", b, d * scale, learner=learner) for d in NN_DELTAS]
     return out
 
 
@@ -156,6 +161,10 @@ def tasks(args):
         for s in seeds:
             out.append(("disjunction-variants", "disjunction", dict(n_features=100, n_learners=args.k, seed=s), T_d,
                         variant_configs()))
+    if "neuralnet-unit" in only:
+        for s in range(args.nn_seeds if args.nn_seeds is not None else args.seeds):
+            out.append(("neuralnet-unit", "neuralnet", dict(n_features=150, n_learners=args.k_nn, seed=s), T_n,
+                        neuralnet_configs(150, unit_norm=True)))
     if "neuralnet" in only:
         for s in range(args.nn_seeds if args.nn_seeds is not None else args.seeds):
             out.append(("neuralnet", "neuralnet", dict(n_features=150, n_learners=args.k_nn, seed=s), T_n,

@@ -12,11 +12,23 @@ exit, so that the other ranks never hang waiting for it.
 
 import argparse
 import importlib
+import os
 import sys
 
 from mpisgd.errors import MpisgdError
 
 COMMANDS = ("fit", "eval", "prep", "train", "simulate", "plot", "demo")
+
+
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a default only where it tells something: not for flags, not for
+    None, and not where the help text already says what the default is."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default in (None, argparse.SUPPRESS) or isinstance(action.default, bool) or "default" in text:
+            return text
+        return super()._get_help_string(action)
 
 
 def build_parser():
@@ -40,7 +52,7 @@ def build_parser():
             name,
             help=module.HELP,
             description=module.HELP,
-            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+            formatter_class=_DefaultsFormatter,
         )
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
@@ -64,6 +76,7 @@ def _fail(message, code):
         rank = MPI.COMM_WORLD.Get_rank()
         print(f"mpisgd: error (rank {rank}): {message}", file=sys.stderr, flush=True)
         MPI.COMM_WORLD.Abort(code)
+        os._exit(code)  # MPICH's MPI_Abort can return after telling the launcher
     print(f"mpisgd: error: {message}", file=sys.stderr, flush=True)
     return code
 

@@ -604,15 +604,9 @@ class Run:
 def _one_blas_thread():
     """One BLAS thread per rank: ranks already fill the cores, and a
     multi-threaded BLAS spinning beside them makes a dense dot product (the
-    ‖r‖² of every sync) a thousand times slower on a loaded machine. Uses
-    threadpoolctl when installed; otherwise set OPENBLAS_NUM_THREADS=1
-    (docs/RUNNING.md)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        import contextlib
+    ‖r‖² of every sync) a thousand times slower on a loaded machine."""
+    from threadpoolctl import threadpool_limits
 
-        return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
 
 

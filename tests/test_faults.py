@@ -134,9 +134,6 @@ def test_bad_input_on_one_rank_ends_the_training_job(tmp_path):
     assert seconds < PROMPT, f"the job took {seconds:.1f} s to end"
 
 
-# Strict: once train checks --out before training, this passes and the marker must go.
-@pytest.mark.xfail(strict=True, reason="mpisgd train checks --out only after training "
-                   "(runner.write_outputs); needs an early check on rank 0")
 def test_unwritable_output_dir_is_reported_before_training(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory\n")

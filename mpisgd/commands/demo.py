@@ -117,4 +117,7 @@ def run(args):
         share = results[2][1]["communication"]["total_bytes"] / max(1, results[1][1]["communication"]["total_bytes"])
         print(f"\ndynamic keeps {100 * kept:.1f} % of static b=8's error reduction over none, "
               f"with {100 * share:.1f} % of its bytes")
+    if not args.quiet:
+        dirs = " ".join(os.path.join(args.out, d) for d in ("none", "static8", "dynamic"))
+        print(f"cumulative error and bytes over rounds: python -m mpisgd plot {dirs} --out {args.out}")
     return 0

@@ -16,7 +16,7 @@ def add_arguments(parser):
     parser.add_argument("-o", "--output", metavar="MODEL", default="model.h5",
                         help="where to write the model (HDF5)")
     parser.add_argument("--loss", choices=sorted(LOSSES), default="hinge", help="loss ℓ(p, y)")
-    parser.add_argument("--lambda", dest="lam", type=float, default=1e-4,
+    parser.add_argument("--lam", "--lambda", dest="lam", type=float, default=1e-4,
                         help="L2 regularization strength λ")
     parser.add_argument("--algorithm", choices=ALGORITHMS, default="asgd",
                         help="Bottou's sgd/asgd (any schedule) or Dekel's kernels (step 1/(λt))")
