@@ -228,16 +228,19 @@ def main(argv=None):
         seeds = sorted({r['seed'] for r in rows if r['experiment'] == exp})
         lines += [f"Seeds: {', '.join(map(str, seeds))}. Median [min, max] over seeds.", ""]
         lines += main_table(rows, exp) + [""]
-        if exp in ("disjunction", "neuralnet"):
+        if exp == "stationary":
+            lines += ["Sparse relative model messages against dense ones (bytes):", ""] + bytes_table(rows, exp) + [""]
+        if exp in ("disjunction", "neuralnet", "neuralnet-unit"):
             lines += ["Paper's claims, checked:", ""] + claims(rows, exp) + claims(rows, exp, 0.02)[:2] + [""]
-            dyn = (["dynamic Δ=1 b=1", "dynamic Δ=3 b=1", "dynamic Δ=3 b=8"] if exp == "disjunction"
-                   else ["dynamic Δ=0.05 b=1", "dynamic Δ=0.05 b=8", "dynamic Δ=0.5 b=1"])
+            dyn = {"disjunction": ["dynamic Δ=1 b=1", "dynamic Δ=3 b=1", "dynamic Δ=3 b=8"],
+                   "neuralnet": ["dynamic Δ=0.05 b=1", "dynamic Δ=0.05 b=8", "dynamic Δ=0.5 b=1"],
+                   "neuralnet-unit": ["dynamic Δ=0.05 b=1", "dynamic Δ=2 b=1", "dynamic Δ=5 b=1"]}[exp]
             lines += ["Per seed:", ""] + seeds_table(rows, exp, dyn) + [""]
             fit = (["dynamic Δ=1 b=1", "dynamic Δ=3 b=1", "dynamic Δ=5 b=1", "dynamic Δ=3 b=8", "dynamic Δ=5 b=8"]
-                   if exp == "disjunction" else ["dynamic Δ=0.05 b=1", "dynamic Δ=0.05 b=8", "dynamic Δ=0.5 b=1"])
+                   if exp == "disjunction" else dyn)
             lines += ["Message share against the number of drifts (linear fit over seeds):", ""]
             lines += drift_fit(rows, exp, fit) + [""]
-        if exp in ("disjunction", "disjunction-nodrift", "neuralnet"):
+        if exp in ("disjunction", "disjunction-nodrift", "neuralnet", "neuralnet-unit"):
             lines += ["Messages of the dynamic protocol by cause and phase (median over seeds):", ""]
             lines += breakdown_table(rows, exp) + [""]
             lines += ["Sparse relative model messages against dense ones (bytes):", ""] + bytes_table(rows, exp) + [""]

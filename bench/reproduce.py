@@ -1,6 +1,7 @@
 """Reproduce Kamp et al. (2014), Figure 1, and the comparisons beyond it.
 
-    python bench/reproduce.py                      # everything (make reproduce), ≤ 10 min on 2 cores
+    python bench/reproduce.py                      # everything (make reproduce); ~33 CPU-minutes
+    python bench/reproduce.py --only neuralnet --nn-seeds 2 --resume   # the network on raw inputs
     python bench/reproduce.py --only disjunction --seeds 3 --rounds 2000 --out runs/try
 
 Each task is one stream (experiment, seed): its rows are generated once per
@@ -24,9 +25,11 @@ Experiments (ALGORITHMS.md §4):
 - disjunction-adaptive (``--only adaptive``): our adaptive check period
   (b = 1 after a check with violators, doubling up to 8 or 32 while quiet).
 - neuralnet: n = 150, k = 1,024, T = 2,500, the NeuralNetStream defaults
-  (8 tanh units, gain 1, 5 % label noise); Δ ∈ NN_DELTAS.
+  (8 tanh units, gain 1, 5 % label noise); Δ ∈ NN_DELTAS (``--only neuralnet``).
+- neuralnet-unit: the same streams seen with unit-norm inputs x/√n and η = 1
+  (run exactly as η = 1/n and Δ/n on the raw rows); Δ ∈ NN_UNIT_DELTAS.
 - stationary: a stationary sparse linear teacher (n = 1,000, k = 32,
-  T = 4,000, log loss, λ = 1e-4, step η0/√t): static b ∈ {1, 4, b_Dekel, 32}
+  T = 4,000, log loss, λ = 1e-4, step η0/√t): static b ∈ {1, 4, 8, b_Dekel, 32}
   with b_Dekel = ⌈(kT)^(1/3)/k⌉ rounds (Dekel et al.'s mini-batch of
   O(m^(1/3)) examples), against dynamic with Δ_t = Δ0/√t.
 """
@@ -40,10 +43,9 @@ import sys
 import time
 from multiprocessing import get_context
 
-import numpy as np
-
 DISJ_DELTAS = (0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0)
 NN_DELTAS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+NN_UNIT_DELTAS = (0.005, 0.05, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)  # unit-norm inputs: one step moves ‖w − r‖² by up to 1
 STATIC_BS = (1, 2, 4, 8, 16, 32, 64, 128)
 BASE_LEARNER = {"loss": "log", "eta0": 1.0, "lam": 0.0}
 
@@ -114,15 +116,17 @@ def sensitivity_configs():
 
 
 def neuralnet_configs(n=150, unit_norm=False):
-    """unit_norm: the learner sees x/√n (unit-norm inputs) with η = 1. Implemented
-    exactly on the raw ±1 rows: weights scale by 1/√n, so the step becomes η/n and
-    ‖w − r‖² = (1/n)·‖w' − r'‖², i.e. the threshold Δ/n (the bias is not scaled)."""
+    """unit_norm: the learner sees x/√n (unit-norm inputs) with η = 1, run on the raw
+    ±1 rows: the weights scale by 1/√n, so the step becomes η/n and ‖w − r‖² =
+    (1/n)·‖w' − r'‖², i.e. the threshold Δ/n (exact for the weights; the bias takes
+    the reduced step too)."""
     scale = 1.0 / n if unit_norm else 1.0
     learner = {"eta0": scale} if unit_norm else None
     out = [_cfg("none", "none", learner=learner), _cfg("central", "central", learner=learner)]
     out += [_cfg(f"static b={b}", "static", b, learner=learner) for b in STATIC_BS]
     for b in (1, 8):
-        out += [_cfg(f"dynamic Δ={d:g} b={b}", "dynamic", b, d * scale, learner=learner) for d in NN_DELTAS]
+        deltas = NN_UNIT_DELTAS if unit_norm else NN_DELTAS
+        out += [_cfg(f"dynamic Δ={d:g} b={b}", "dynamic", b, d * scale, learner=learner) for d in deltas]
     return out
 
 
@@ -130,7 +134,7 @@ def stationary_configs(k, T):
     learner = {"loss": "log", "eta0": 0.5, "lam": 1e-4, "schedule": "invscaling", "power": 0.5}
     b_dekel = max(1, math.ceil((k * T) ** (1 / 3) / k))
     out = [_cfg("none", "none", learner=learner), _cfg("central", "central", learner=learner)]
-    for b in sorted({1, 4, b_dekel, 32}):
+    for b in sorted({1, 4, b_dekel, 8, 32}):
         tag = " (Dekel)" if b == b_dekel else ""
         out.append(_cfg(f"static b={b}{tag}", "static", b, learner=learner))
     for d0 in (0.01, 0.05, 0.2):
@@ -221,7 +225,8 @@ def main(argv=None):
     p.add_argument("--out", default="runs/reproduce")
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--sensitivity-seeds", type=int, default=5, help="seeds 0..S-1 also run the sensitivity variants")
-    p.add_argument("--only", default="disjunction,neuralnet,stationary")
+    p.add_argument("--only", default="disjunction,variants,adaptive,neuralnet-unit,stationary",
+                   help="experiments (also: neuralnet, the network on raw ±1 inputs with the paper's Δ range)")
     p.add_argument("--rounds", type=int, default=None, help="override T (quick runs; the network uses T/10)")
     p.add_argument("--k", type=int, default=512, help="learners of the disjunction")
     p.add_argument("--k-nn", type=int, default=1024, help="learners of the network")
@@ -229,7 +234,7 @@ def main(argv=None):
     p.add_argument("--no-report", action="store_true", help="skip tables and figures")
     p.add_argument("--resume", action="store_true", help="keep the streams already done in OUT/parts")
     p.add_argument("--nn-seeds", type=int, default=None, help="seeds of the network (default: --seeds)")
-    p.add_argument("--stationary-seeds", type=int, default=None, help="seeds of the stationary stream (default: --seeds)")
+    p.add_argument("--stationary-seeds", type=int, default=5, help="seeds of the stationary stream")
     p.add_argument("--report-only", action="store_true",
                    help="no new runs: merge the streams in OUT/parts that match the task list, then report")
     args = p.parse_args(argv)

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from mpisgd.wire import CATEGORIES, dense_nbytes
+from mpisgd.wire import dense_nbytes
 
 MODEL_CATEGORIES = ("violation", "balance_reply", "balance_result")  # sparse-or-dense model messages
 REFERENCE = "static b=8"

@@ -25,8 +25,14 @@ processes round t of every stream in stream order; the other ranks idle.
 The run ends with a full sync of every learner's final model (the averaged
 one with ``average=True``); rank 0 returns the report, and writes model.h5,
 report.json and timeline.csv when given an output directory.
+
+Sync mode can checkpoint at the end of a round (``mpisgd.checkpoint``) and
+resume from one: the learners' state, the stream position, the counters and
+timers, the timeline and, on rank 0, the coordinator's counter, statistics
+and random generator; the resumed run ends exactly as the uninterrupted one.
 """
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -66,6 +72,13 @@ class RowSource:
         self._block = None
         self._pos = 0
         self._io = 0.0
+        self._start = 0  # first row served (``seek``)
+
+    def seek(self, t):
+        """Start the stream at round t (a resumed run), before any row is taken."""
+        if self._gen is not None:
+            raise RuntimeError("seek: rows have been taken already")
+        self._start = self.rows_until(t)
 
     @property
     def io_seconds(self):
@@ -115,8 +128,10 @@ class ArraySource(RowSource):
         self.describe = describe
 
     def _blocks(self):
-        if self.n_rows:
-            yield self.arrays
+        if self._start < self.n_rows:
+            ip, ix, d, y = self.arrays
+            a, b = ip[self._start], ip[-1]
+            yield ip[self._start :] - a, ix[a:b], d[a:b], y[self._start :]
 
 
 class StreamSource(RowSource):
@@ -132,7 +147,8 @@ class StreamSource(RowSource):
         self.describe = f"synthetic:{stream.name}[learner {learner}]"
 
     def _blocks(self):
-        for t0 in range(0, self.n_rows, self.block_rows):
+        # counter-based: any round can be generated directly
+        for t0 in range(self._start, self.n_rows, self.block_rows):
             yield self.stream.rows(t0, min(self.n_rows, t0 + self.block_rows), [self.learner])
 
 
@@ -146,9 +162,11 @@ class ShardSource(RowSource):
         self.paths = [os.fspath(p) for p in paths]
         self.block_rows = int(block_rows)
         n_features = set()
+        self._shard_rows = []
         for p in self.paths:
             with open_shard(p) as shard:
                 self.n_rows += shard.n_rows
+                self._shard_rows.append(shard.n_rows)
                 n_features.add((shard.n_features, p))
         if len({n for n, _ in n_features}) > 1:
             detail = ", ".join(f"{p}: {n}" for n, p in sorted(n_features))
@@ -158,8 +176,19 @@ class ShardSource(RowSource):
 
     def _blocks(self):
         from mpisgd.data.reader import iter_blocks
+        from mpisgd.data.shard import open_shard
 
-        for block in iter_blocks(self.paths, self.block_rows):
+        skip, first = self._start, 0
+        while first < len(self.paths) and skip >= self._shard_rows[first]:
+            skip -= self._shard_rows[first]
+            first += 1
+        if skip:  # a resumed run: the rest of a shard begun before, read directly
+            with open_shard(self.paths[first]) as shard:
+                for r in range(skip, shard.n_rows, self.block_rows):
+                    yield shard.read(r, r + self.block_rows)
+                    shard.release(r - self.block_rows)
+            first += 1
+        for block in iter_blocks(self.paths[first:], self.block_rows):
             yield block.indptr, block.indices, block.data, block.y
 
 
@@ -181,6 +210,11 @@ class RoundMajorSource(RowSource):
 
     def rows_until(self, t):
         return sum(min(t, s.n_rows) for s in self.sources)
+
+    def seek(self, t):
+        super().seek(t)
+        for s in self.sources:
+            s.seek(t)
 
     def _blocks(self):
         while True:
@@ -285,9 +319,13 @@ class Run:
     ``observer``: tests' hook (sync mode), an object whose ``before(t, run)``
     and ``after(t, run, members)`` are called around every check point on
     every rank (members: the balancing set, on rank 0; else None).
+    ``checkpointer``: a ``mpisgd.checkpoint.Checkpointer`` (sync mode);
+    ``resume``: a directory to resume from (``checkpoint.newest``), checked
+    against ``fingerprint`` (``checkpoint.fingerprint``).
     """
 
-    def __init__(self, comm, source, config, progress=None, observer=None):
+    def __init__(self, comm, source, config, progress=None, observer=None, checkpointer=None, resume=None,
+                 fingerprint=None):
         from mpisgd.comm import CountingComm, MPITransport
         from mpisgd.learners import OnlineLearners
 
@@ -301,6 +339,12 @@ class Run:
         self.central = config.protocol.name == "central"
         if config.mode == "async" and self.central:
             raise MpisgdError("mode: central is the serial reference; run it with --mode sync")
+        if config.mode == "async" and (checkpointer is not None or resume is not None):
+            raise MpisgdError("mode: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
+                              "need --mode sync")
+        self.checkpointer = checkpointer
+        self.resume, self.fingerprint = resume, fingerprint
+        self.resumed = None  # (round directory, t) when resumed
         self._check_inputs()
         self.learners = OnlineLearners(1, source.n_features, **config.learner)
         self.transport = MPITransport(self.comm, self.learners, asynchronous=config.mode == "async")
@@ -310,6 +354,8 @@ class Run:
         self._owner = np.zeros(0, dtype=np.int64)
         self.rows_done = 0
         self.compute_seconds = 0.0
+        # times spent before the checkpoint a run resumed from
+        self.times_before = {"io": 0.0, "wall": 0.0, "loop": 0.0, "checkpoint": 0.0}
 
     def _check_inputs(self):
         """Every rank has the same n_features (validation on the raw
@@ -408,18 +454,95 @@ class Run:
 
     def run(self):
         """Train; returns (coef, intercept) of the final model on every rank."""
-        wall = time.perf_counter()
-        T = self.transport.rows_allreduce(self.source.rounds if (self.rank == 0 or not self.central) else 0)
+        from mpi4py import MPI
+
+        wall = self._wall_start = time.perf_counter()
+        rounds = self.source.rounds if (self.rank == 0 or not self.central) else 0
+        t = 0
+        if self.resume is None:
+            T = self.transport.rows_allreduce(rounds)
+        else:
+            T = self.raw.allreduce(rounds, op=MPI.MAX)  # counted once, by the interrupted run
+            t = self._restore(T)
         self.T = T
-        loop = time.perf_counter()
+        loop = self._loop_start = time.perf_counter()
         if self.config.mode == "async" and self.config.protocol.name == "dynamic" and self.size > 1:
             self._run_async(T)
         else:
-            self._run_sync(T)
-        self.loop_seconds = time.perf_counter() - loop
+            self._run_sync(T, t)
+        self.loop_seconds = time.perf_counter() - loop + self.times_before["loop"]
         self.coef, self.intercept = self._final_sync()
-        self.wall_seconds = time.perf_counter() - wall
+        self.wall_seconds = time.perf_counter() - wall + self.times_before["wall"]
         return self.coef, self.intercept
+
+    # -- checkpoints (sync mode) ------------------------------------------------------
+
+    def checkpoint_state(self, t):
+        """(arrays, attrs) of this rank after round t: everything the rest of
+        the run depends on (nothing is in flight between rounds in sync mode)."""
+        c = self.comm
+        arrays = {f"learners/{k}": v for k, v in self.learners.state_dict().items()}
+        arrays.update({"comm/sent_messages": c.sent_messages, "comm/sent_bytes": c.sent_bytes,
+                       "comm/recv_messages": c.recv_messages, "comm/recv_bytes": c.recv_bytes,
+                       "timeline": self.timeline.as_array()})
+        now = time.perf_counter()
+        times = {"compute": self.compute_seconds, "communication": c.seconds,
+                 "io": self.source.io_seconds + self.times_before["io"],
+                 "wall": now - self._wall_start + self.times_before["wall"],
+                 "loop": now - self._loop_start + self.times_before["loop"],
+                 "checkpoint": self.checkpointer.time + self.times_before["checkpoint"]}
+        attrs = {"rank": self.rank, "ranks": self.size, "rounds": self.T, "rows_done": self.rows_done,
+                 "source": self.source.describe, "source_rows": int(self.source.n_rows),
+                 "times": json.dumps(times)}
+        if self.rank == 0:
+            co = self.coordinator
+            attrs["coordinator"] = json.dumps({"counter": co.counter, "stats": co.stats.as_dict(),
+                                               "rng": co.rng.bit_generator.state})
+        return arrays, attrs
+
+    def _restore(self, T):
+        """Resume from the newest complete checkpoint under ``self.resume``:
+        rank 0 picks and checks it, every rank loads its own file. Returns
+        the round to go on from."""
+        from mpisgd import checkpoint
+        from mpisgd.protocol import ProtocolStats
+
+        directory = None
+        if self.rank == 0:
+            directory = checkpoint.newest(self.resume)
+            current = self.fingerprint or checkpoint.fingerprint(self.config, self.size, {})
+            checkpoint.check(directory, checkpoint.read_manifest(directory), current)
+        directory = self.raw.bcast(directory, root=0)
+        path = checkpoint.rank_file(directory, self.rank)
+        arrays, attrs = checkpoint.read_rank(path)
+        t = int(attrs["round"])
+        learning = self.rank == 0 or not self.central
+        for key, want in (("rank", self.rank), ("ranks", self.size), ("rounds", T),
+                          ("source_rows", int(self.source.n_rows)),
+                          ("rows_done", self.source.rows_until(t) if learning else 0)):
+            if int(attrs[key]) != want:
+                raise MpisgdError(f"checkpoint {path}: {key} is {int(attrs[key])}, this run has {want} "
+                                  f"(source {self.source.describe})")
+        self.learners.load_state_dict({k[len("learners/"):]: v for k, v in arrays.items()
+                                       if k.startswith("learners/")})
+        c = self.comm
+        for name in ("sent_messages", "sent_bytes", "recv_messages", "recv_bytes"):
+            getattr(c, name)[...] = arrays[f"comm/{name}"]
+        self.timeline.rows = [(int(r[0]), int(r[1]), float(r[2]), *(int(v) for v in r[3:]))
+                              for r in arrays["timeline"]]
+        times = json.loads(attrs["times"])
+        self.compute_seconds, c.seconds = times["compute"], times["communication"]
+        self.times_before = {k: times[k] for k in self.times_before}
+        if self.rank == 0:
+            state = json.loads(attrs["coordinator"])
+            self.coordinator.counter = state["counter"]
+            self.coordinator.stats = ProtocolStats(**state["stats"])
+            self.coordinator.rng.bit_generator.state = state["rng"]
+        self.rows_done = int(attrs["rows_done"])
+        if learning:
+            self.source.seek(t)
+        self.resumed = (directory, t)
+        return t
 
     def _boundaries(self, t, T, checking):
         """The next round at which the loop must stop: a check point, a timeline row or T."""
@@ -432,14 +555,16 @@ class Run:
             stop = min(stop, (t // every + 1) * every)
         return stop
 
-    def _run_sync(self, T):
+    def _run_sync(self, T, t=0):
         checking = self.config.protocol.name in ("static", "dynamic")
         learning = self.rank == 0 or not self.central
         b = self.config.protocol.period
         every = self.config.timeline_every
-        t = 0
+        ck = self.checkpointer
         while t < T:
             stop = self._boundaries(t, T, checking)
+            if ck is not None:
+                stop = min(stop, ck.next_stop(t) or T)
             if learning:
                 self._learn(stop)
             t = stop
@@ -447,6 +572,8 @@ class Run:
                 self._check(t)
             if (every and t % every == 0) or t == T:
                 self._record(t)
+            if ck is not None and t < T and ck.due(t):
+                ck.save(t, *self.checkpoint_state(t))
             if self.progress is not None and self.rank == 0:
                 self.progress(t, T)
         if T == 0:
@@ -512,8 +639,11 @@ class Run:
     # -- report -----------------------------------------------------------------------------
 
     def rank_summary(self):
-        io = self.source.io_seconds
+        io = self.source.io_seconds + self.times_before["io"]
         comm_s = self.comm.seconds
+        ck = self.times_before["checkpoint"]
+        if self.checkpointer is not None:
+            ck += self.checkpointer.time
         return {
             "rank": self.rank,
             "source": self.source.describe,
@@ -526,8 +656,9 @@ class Run:
             "time": {"compute": self.compute_seconds, "communication": comm_s, "io": io,
                      "wall": self.wall_seconds,
                      "loop": self.loop_seconds,  # the rounds, without the start and the final sync
+                     "checkpoint": ck,  # deciding on and writing checkpoints
                      # protocol bookkeeping outside MPI calls (encoding, new references)
-                     "other": max(0.0, self.wall_seconds - self.compute_seconds - comm_s - io)},
+                     "other": max(0.0, self.wall_seconds - self.compute_seconds - comm_s - io - ck)},
         }
 
     def report(self, extra=None):
@@ -576,9 +707,19 @@ class Run:
                 "wall": max(s["time"]["wall"] for s in summaries),
                 **{key: {"total": sum(s["time"][key] for s in summaries),
                          "max": max(s["time"][key] for s in summaries)}
-                   for key in ("compute", "communication", "io", "other")},
+                   for key in ("compute", "communication", "io", "checkpoint", "other")},
             },
         }
+        ck = self.checkpointer
+        if ck is not None or self.resumed is not None:
+            report["checkpoints"] = {
+                "directory": ck.directory if ck is not None else None,
+                "every": ck.every if ck is not None else 0,
+                "seconds": ck.seconds if ck is not None else 0.0,
+                "written": ck.written if ck is not None else 0,
+                "resumed_from": ({"directory": self.resumed[0], "round": self.resumed[1]}
+                                 if self.resumed is not None else None),
+            }
         return report
 
     def write_outputs(self, out_dir, report, loss):
@@ -610,11 +751,14 @@ def _one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def train(comm, source, config, out_dir=None, progress=None, observer=None, extra=None):
+def train(comm, source, config, out_dir=None, progress=None, observer=None, extra=None, checkpointer=None,
+          resume=None, fingerprint=None):
     """Run distributed online learning; returns (run, report) with the report
-    on rank 0 only (None elsewhere). Writes outputs when ``out_dir`` is given."""
+    on rank 0 only (None elsewhere). Writes outputs when ``out_dir`` is given.
+    ``checkpointer``, ``resume``, ``fingerprint``: see ``Run``."""
     with _one_blas_thread():
-        run = Run(comm, source, config, progress=progress, observer=observer)
+        run = Run(comm, source, config, progress=progress, observer=observer, checkpointer=checkpointer,
+                  resume=resume, fingerprint=fingerprint)
         try:
             run.run()
         finally:

@@ -17,19 +17,23 @@ Per check point (t = rounds done, t ≡ 0 mod b):
 - none: nothing; central: one learner takes all k rows of a round, in
   learner order, and nothing is communicated.
 
-At the end every learner's final model is averaged by one Allreduce, the
-protocol's "final" full sync (counted in bytes like the MPI runner, kept out
-of the paper's model-message count).
-"""
+At the start one control Allreduce (T), at the end one Allreduce of every
+learner's final model, the protocol's "final" full sync, both exactly as the
+MPI runner counts them (``model_messages`` includes the final 2k, like the
+runner's report; ``protocol_messages`` leaves them out).
 
-import math
+Also: the phase breakdown (messages by cause, errors and rounds, in the
+``drift_window`` rounds after each drift and elsewhere), a timeline
+(``TIMELINE_COLUMNS``), the check order (``ORDERS``) and, simulator only, an
+adaptive check period (``max_period``).
+"""
 
 import numpy as np
 
 from mpisgd import wire
 from mpisgd.errors import MpisgdError
 from mpisgd.learners import OnlineLearners
-from mpisgd.protocol import Coordinator, ProtocolConfig
+from mpisgd.protocol import Coordinator
 
 CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
 ORDERS = ("learn-check", "check-learn")  # within a round: check after learning, or before

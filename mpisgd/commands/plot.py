@@ -17,6 +17,8 @@ ROUND_LABELS = {
     "disjunction": ["none", "static b=8", "static b=128", "dynamic Δ=3 b=1", "dynamic Δ=0.3 b=1", "central"],
     "disjunction-nodrift": ["none", "static b=8", "static b=128", "dynamic Δ=3 b=1", "central"],
     "neuralnet": ["none", "static b=8", "static b=128", "dynamic Δ=0.05 b=1", "dynamic Δ=0.5 b=1", "central"],
+    "neuralnet-unit": ["none", "static b=8", "static b=128", "dynamic Δ=2 b=1", "dynamic Δ=5 b=1", "central"],
+    "stationary": ["none", "static b=8", "static b=2 (Dekel)", "dynamic Δ_t=0.2/√t b=1", "dynamic Δ=0.2 b=1", "central"],
 }
 
 

@@ -5,7 +5,10 @@
 
 Rank 0 prints the resolved configuration, shows progress (a bar on a
 terminal, periodic log lines otherwise; nothing with --quiet), and writes
-model.h5, report.json and timeline.csv to --out.
+model.h5, report.json and timeline.csv to --out. With --checkpoint-every or
+--checkpoint-seconds (sync mode) every rank checkpoints to --out/checkpoints;
+--resume DIR goes on from the newest complete checkpoint there
+(docs/RUNNING.md, "Checkpoint and resume").
 """
 
 HELP = "distributed online learning over MPI (one learner per rank; rank 0 coordinates)"
@@ -73,6 +76,16 @@ def add_arguments(parser):
     g.add_argument("--block-rows", type=int, default=4096, help="rows read or generated per block")
     g.add_argument("--quiet", "-q", action="store_true", help="no configuration, progress or summary")
 
+    g = parser.add_argument_group("checkpoint and resume (sync mode)")
+    g.add_argument("--checkpoint-every", type=int, default=0, metavar="ROUNDS",
+                   help="checkpoint to OUT/checkpoints every ROUNDS rounds (default 0: off)")
+    g.add_argument("--checkpoint-seconds", type=float, default=0.0, metavar="S",
+                   help="checkpoint when S seconds have passed since the last one, checked every "
+                        "--poll-rows rounds (default 0: off)")
+    g.add_argument("--resume", metavar="DIR", default=None,
+                   help="go on from the newest complete checkpoint in DIR (a run's --out, its "
+                        "checkpoints/ or one round-<t>/ directory); the configuration must be the same")
+
 
 def _sources(args, size, rank):
     """This rank's RowSource (for central: the round-major stream of every learner)."""
@@ -139,6 +152,12 @@ def _config(args):
                "eta0": args.eta0, "lam": args.lam, "t0": args.t0, "power": args.power,
                "fit_intercept": args.fit_intercept, "regularize_bias": args.regularize_bias,
                "average": args.average, "ties_are_errors": args.ties_are_errors}
+    if args.checkpoint_every < 0:
+        raise MpisgdError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
+    if not args.checkpoint_seconds >= 0:
+        raise MpisgdError(f"--checkpoint-seconds must be >= 0, got {args.checkpoint_seconds}")
+    if args.mode != "sync" and (args.checkpoint_every or args.checkpoint_seconds or args.resume):
+        raise MpisgdError("--checkpoint-every, --checkpoint-seconds and --resume need --mode sync")
     return RunConfig(protocol=protocol, mode=args.mode, learner=learner,
                      timeline_every=args.timeline_every, poll_rows=args.poll_rows)
 
@@ -211,6 +230,12 @@ def run(args):
         raise
     if rank == 0:
         _check_out_dir(args.out)
+        if args.checkpoint_every or args.checkpoint_seconds:
+            import os
+
+            from mpisgd.checkpoint import SUBDIR
+
+            _check_out_dir(os.path.join(args.out, SUBDIR))
     source = _sources(args, size, rank)
     data = ({"synthetic": args.synthetic, "rounds": args.rounds, "features": source.n_features,
              "seed": args.seed, "drift_prob": args.drift_prob} if args.synthetic else {"shards": args.shards})
@@ -218,9 +243,23 @@ def run(args):
         resolved = {"ranks": size, "data": data, **config.as_dict(), "out": args.out}
         print("mpisgd train: configuration " + json.dumps(resolved, sort_keys=True), flush=True)
     progress = Progress(sys.stderr) if (rank == 0 and not args.quiet) else None
-    _run, report = train(comm, source, config, out_dir=args.out, progress=progress,
-                         extra={"data": data, "argv": sys.argv[1:]})
+    checkpointer, fingerprint = None, None
+    if args.checkpoint_every or args.checkpoint_seconds or args.resume:
+        import os
+
+        from mpisgd import checkpoint
+
+        fingerprint = checkpoint.fingerprint(config, size, data)
+        if args.checkpoint_every or args.checkpoint_seconds:
+            checkpointer = checkpoint.Checkpointer(comm, os.path.join(args.out, checkpoint.SUBDIR),
+                                                   args.checkpoint_every, args.checkpoint_seconds,
+                                                   args.poll_rows, fingerprint)
+    run, report = train(comm, source, config, out_dir=args.out, progress=progress,
+                        extra={"data": data, "argv": sys.argv[1:]}, checkpointer=checkpointer,
+                        resume=args.resume, fingerprint=fingerprint)
     if rank == 0 and not args.quiet:
+        if run.resumed is not None:
+            print(f"mpisgd train: resumed from {run.resumed[0]} (round {run.resumed[1]})")
         for line in summary_lines(report):
             print("mpisgd train: " + line)
         print(f"mpisgd train: wrote {args.out}/model.h5, report.json, timeline.csv", flush=True)

@@ -1,0 +1,305 @@
+"""Checkpoints of ``mpisgd train`` (sync mode): the format, atomic writes,
+finding the newest complete checkpoint, and refusing a foreign one.
+
+Layout (docs/RUNNING.md, "Checkpoint and resume"):
+
+    OUT/checkpoints/round-<t>/rank-<r>.h5   one per rank: written under a temporary
+                                            name in the same directory, then os.replace'd
+    OUT/checkpoints/round-<t>/COMPLETE      JSON manifest (format version, round, ranks,
+                                            configuration), written by rank 0 once every
+                                            rank's file is in place (after a barrier)
+
+A checkpoint is taken at the end of a round t, after its protocol step and
+timeline row; in sync mode nothing is in flight then, so a rank's state is
+what its ``Run`` holds (``Run.checkpoint_state``). A rank file holds named
+float/int arrays (``/``-separated groups) and scalar or JSON attributes.
+Only the newest ``KEEP`` complete checkpoints are kept.
+
+The collectives of checkpointing (the time-based decision, the barriers)
+use the raw communicator: they are not counted, so a resumed run reports the
+same messages and bytes as an uninterrupted one.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import time
+
+import numpy as np
+
+from mpisgd.errors import MpisgdError
+
+FORMAT_VERSION = 1
+KEEP = 2  # complete checkpoints kept
+MARKER = "COMPLETE"
+SUBDIR = "checkpoints"  # under --out
+# Tests only (tests/test_checkpoint.py): "RANK:ROUND" makes that rank SIGKILL
+# itself right after the checkpoint of that round is complete.
+KILL_HOOK = "MPISGD_TEST_KILL_AFTER_CHECKPOINT"
+
+_ROUND = re.compile(r"^round-(\d+)$")
+
+
+def fingerprint(config, ranks, data):
+    """The settings a resumed run must share with the checkpoint: the run
+    configuration (protocol, Δ, b, learner, seeds, timeline; not the async
+    poll interval), the number of ranks and the data (shard file names, or
+    the synthetic stream's parameters)."""
+    run = config.as_dict()
+    run.pop("poll_rows", None)
+    data = dict(data)
+    if "shards" in data:
+        data["shards"] = [os.path.basename(os.fspath(p)) for p in data["shards"]]
+    return json.loads(json.dumps({**run, "ranks": int(ranks), "data": data}))
+
+
+def _flat(d, prefix=""):
+    out = {}
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flat(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _differences(saved, current):
+    """'setting: checkpoint X, this run Y' for every setting that differs."""
+    a, b = _flat(saved), _flat(current)
+    return [f"{key}: checkpoint {a.get(key, '(unset)')!r}, this run {b.get(key, '(unset)')!r}"
+            for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+
+
+# -- files -------------------------------------------------------------------------
+
+
+def round_dir(directory, t):
+    return os.path.join(directory, f"round-{int(t)}")
+
+
+def rank_file(directory, rank):
+    return os.path.join(directory, f"rank-{int(rank)}.h5")
+
+
+def _fsync(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_rank(path, arrays, attrs):
+    """Write one rank's state atomically: ``arrays`` {name: ndarray}, ``attrs``
+    {name: int, float or str}; the format version is added."""
+    import h5py
+
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with h5py.File(tmp, "w") as f:
+            f.attrs["format_version"] = FORMAT_VERSION
+            for name, value in attrs.items():
+                f.attrs[name] = value
+            for name, value in arrays.items():
+                f.create_dataset(name, data=np.asarray(value))
+        _fsync(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_rank(path):
+    """(arrays, attrs) of a rank file; refuses another format version."""
+    import h5py
+
+    if not os.path.exists(path):
+        raise MpisgdError(f"checkpoint {path}: rank file missing")
+    arrays = {}
+
+    def take(name, obj):
+        if isinstance(obj, h5py.Dataset):
+            arrays[name] = obj[()]
+
+    try:
+        with h5py.File(path, "r") as f:
+            attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in f.attrs.items()}
+            f.visititems(take)
+    except OSError as exc:
+        raise MpisgdError(f"checkpoint {path}: not a readable HDF5 file ({exc})") from None
+    version = attrs.get("format_version")
+    if version != FORMAT_VERSION:
+        raise MpisgdError(f"checkpoint {path}: format version {version}, this mpisgd reads version "
+                          f"{FORMAT_VERSION}")
+    return arrays, attrs
+
+
+def _write_json(path, value):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(value, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_manifest(directory):
+    """The COMPLETE manifest of a round directory; refuses another format version."""
+    path = os.path.join(directory, MARKER)
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise MpisgdError(f"checkpoint {path}: unreadable manifest ({exc})") from None
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise MpisgdError(f"checkpoint {path}: format version {version}, this mpisgd reads version "
+                          f"{FORMAT_VERSION}")
+    return manifest
+
+
+def _rounds(directory):
+    """[(t, path)] of the round directories under ``directory``, by round."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    found = [(int(m.group(1)), os.path.join(directory, n)) for n in names if (m := _ROUND.match(n))]
+    return sorted(found)
+
+
+def complete(directory):
+    """[(t, path)] of the complete checkpoints under ``directory``, oldest first."""
+    return [(t, p) for t, p in _rounds(directory) if os.path.exists(os.path.join(p, MARKER))]
+
+
+def newest(resume):
+    """The round directory to resume from. ``resume`` is a run's --out, its
+    checkpoints/ directory, or one round-<t> directory; incomplete (newer)
+    checkpoints are passed over."""
+    resume = os.fspath(resume)
+    if os.path.exists(os.path.join(resume, MARKER)):
+        return resume
+    directory = os.path.join(resume, SUBDIR) if os.path.isdir(os.path.join(resume, SUBDIR)) else resume
+    if not os.path.isdir(directory):
+        raise MpisgdError(f"--resume {resume}: no such directory")
+    found = complete(directory)
+    if not found:
+        partial = [os.path.basename(p) for _t, p in _rounds(directory)]
+        detail = f" (incomplete, no {MARKER}: {', '.join(partial)})" if partial else ""
+        raise MpisgdError(f"--resume {resume}: no complete checkpoint in {directory}{detail}")
+    return found[-1][1]
+
+
+def check(directory, manifest, current):
+    """Refuse a checkpoint of another configuration, or with a rank file missing."""
+    path = os.path.join(directory, MARKER)
+    diff = _differences(manifest.get("configuration", {}), current)
+    if diff:
+        raise MpisgdError(f"checkpoint {path} is of another configuration: " + "; ".join(diff))
+    for r in range(int(manifest["ranks"])):
+        if not os.path.exists(rank_file(directory, r)):
+            raise MpisgdError(f"checkpoint {rank_file(directory, r)}: rank file missing")
+
+
+# -- taking checkpoints --------------------------------------------------------------
+
+
+class Checkpointer:
+    """When and where a run's ranks checkpoint, and the collective write.
+
+    ``comm``: the raw communicator; ``directory``: OUT/checkpoints;
+    ``every``: rounds between checkpoints (0: off); ``seconds``: at least
+    this long between checkpoints (0: off), decided by rank 0 every
+    ``poll`` rounds and agreed by a broadcast; ``configuration``: the
+    fingerprint stored in the manifest.
+    """
+
+    def __init__(self, comm, directory, every, seconds, poll, configuration):
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.directory = os.fspath(directory)
+        self.every, self.seconds, self.poll = int(every), float(seconds), int(poll)
+        self.configuration = configuration
+        self.last = time.monotonic()
+        self.written = 0
+        self.time = 0.0  # seconds spent deciding and writing
+
+    def next_stop(self, t):
+        """The next round after t at which every rank must stop to ask ``due``."""
+        stops = []
+        if self.every:
+            stops.append((t // self.every + 1) * self.every)
+        if self.seconds:
+            stops.append((t // self.poll + 1) * self.poll)
+        return min(stops) if stops else None
+
+    def due(self, t):
+        """Whether to checkpoint at the end of round t (same answer on every
+        rank; a collective when time-based)."""
+        start = time.monotonic()
+        yes = bool(self.every) and t % self.every == 0
+        if not yes and self.seconds and t % self.poll == 0:
+            late = self.rank == 0 and time.monotonic() - self.last >= self.seconds
+            flag = np.array([late], dtype=np.int8)
+            self.comm.Bcast(flag, root=0)
+            yes = bool(flag[0])
+        self.time += time.monotonic() - start
+        return yes
+
+    def save(self, t, arrays, attrs):
+        """Write this rank's file of round t; rank 0 marks the checkpoint
+        complete once every file is in place and prunes old ones. Returns
+        when the checkpoint is complete on every rank."""
+        start = time.monotonic()
+        directory = round_dir(self.directory, t)
+        path = rank_file(directory, self.rank)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            write_rank(path, arrays, {**attrs, "round": int(t)})
+        except OSError as exc:
+            raise MpisgdError(f"checkpoint {path}: cannot write ({exc.strerror or exc})") from None
+        self.comm.Barrier()
+        if self.rank == 0:
+            marker = os.path.join(directory, MARKER)
+            try:
+                _write_json(marker, {
+                    "format_version": FORMAT_VERSION, "round": int(t), "ranks": self.comm.Get_size(),
+                    "configuration": self.configuration,
+                    "files": [os.path.basename(rank_file(directory, r)) for r in range(self.comm.Get_size())],
+                })
+            except OSError as exc:
+                raise MpisgdError(f"checkpoint {marker}: cannot write ({exc.strerror or exc})") from None
+            self._prune(t)
+        self.comm.Barrier()
+        self.last = time.monotonic()
+        self.written += 1
+        self.time += self.last - start
+        _test_kill_hook(self.rank, t)
+
+    def _prune(self, t):
+        """Keep round t and the newest complete checkpoints before it (KEEP in
+        all); remove every other round directory (older ones, and leftovers of
+        an interrupted run beyond t)."""
+        keep = {t} | {u for u, _p in complete(self.directory) if u < t}
+        keep = set(sorted(keep)[-KEEP:])
+        for u, path in _rounds(self.directory):
+            if u not in keep:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _test_kill_hook(rank, t):
+    """Tests only: SIGKILL this rank after the checkpoint of round t if
+    $MPISGD_TEST_KILL_AFTER_CHECKPOINT is "rank:t" (tests/test_checkpoint.py)."""
+    if os.environ.get(KILL_HOOK) == f"{rank}:{t}":
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,220 @@
+"""Checkpoint and resume of ``mpisgd train`` (sync mode), through real jobs
+(``mpiexec -n 3 python -m mpi4py -m mpisgd train ...`` in subprocesses):
+
+- a dynamic-protocol run whose rank 1 is SIGKILLed right after a checkpoint
+  (the test hook $MPISGD_TEST_KILL_AFTER_CHECKPOINT=rank:round) dies at once;
+  resumed, it ends with the same final model, metrics, timeline and
+  message/byte counters as the same run uninterrupted (synthetic stream, and
+  HDF5 shards with a rank that streams two shards);
+- time-based checkpoints change no counter;
+- a checkpoint of another configuration, of another format version, or with
+  a rank file missing is refused with the file and the setting named; an
+  incomplete newest checkpoint is passed over for the previous complete one.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from helpers.env import MPIEXEC, ROOT, job_env
+
+pytestmark = pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec beside this Python")
+
+RANKS = 3
+PROMPT = 30  # seconds: a killed job must be over well within this
+HANG = 120
+SYNTHETIC = ["--synthetic", "disjunction", "--rounds", 600, "--features", 20, "--seed", 3]
+# Dynamic protocol with random augmentation, so that the coordinator's counter,
+# statistics and random generator are part of what must be restored.
+PROTOCOL = ["--mode", "sync", "--protocol", "dynamic", "--delta", 0.5, "--period", 2,
+            "--augmentation", "random-one", "--protocol-seed", 7, "--timeline-every", 50, "--quiet"]
+
+
+def job(out, *args, n=RANKS, timeout=HANG, **env):
+    """Run ``mpisgd train ... --out OUT``; (exit code, stdout + stderr, seconds)."""
+    cmd = [str(MPIEXEC), "-n", str(n), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train",
+           *map(str, args), "--out", str(out)]
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=job_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"job hung: still running after {timeout} s")
+    return proc.returncode, stdout + stderr, time.monotonic() - start
+
+
+def ok(out, *args, **kw):
+    rc, text, _s = job(out, *args, **kw)
+    assert rc == 0, text
+    return text
+
+
+def refused(out, *args, **kw):
+    rc, text, seconds = job(out, *args, **kw)
+    assert rc != 0, text
+    assert "mpisgd: error" in text and "Traceback" not in text, text
+    assert seconds < PROMPT
+    return text
+
+
+def assert_same_run(a, b):
+    """Final model, online metrics, timeline and every counter equal."""
+    from mpisgd.model import LinearModel
+
+    ma, mb = LinearModel.load(a / "model.h5"), LinearModel.load(b / "model.h5")
+    np.testing.assert_allclose(mb.coef, ma.coef, rtol=0, atol=1e-12)
+    assert mb.intercept == pytest.approx(ma.intercept, rel=0, abs=1e-12)
+    ra, rb = (json.loads((d / "report.json").read_text()) for d in (a, b))
+    for key in ("online", "communication", "protocol"):
+        assert ra[key] == rb[key], key
+    strip = [[{k: v for k, v in s.items() if k != "time"} for s in r["per_rank"]] for r in (ra, rb)]
+    assert strip[0] == strip[1]
+    assert (a / "timeline.csv").read_text() == (b / "timeline.csv").read_text()
+
+
+def rounds_in(out, complete=True):
+    d = out / "checkpoints"
+    return sorted(int(p.name[6:]) for p in d.glob("round-*") if not complete or (p / "COMPLETE").exists())
+
+
+def kill_and_resume(tmp_path, reference, args, kill_round, every):
+    """Checkpoint every ``every`` rounds, SIGKILL rank 1 after the checkpoint of
+    ``kill_round``, resume from the same --out; the result equals ``reference``."""
+    out = tmp_path / "killed"
+    rc, text, seconds = job(out, *args, "--checkpoint-every", every,
+                            MPISGD_TEST_KILL_AFTER_CHECKPOINT=f"1:{kill_round}")
+    assert rc != 0, text
+    assert "Killed" in text or "signal 9" in text, text
+    assert seconds < PROMPT, f"the killed job took {seconds:.1f} s to end"
+    assert not (out / "report.json").exists()
+    assert rounds_in(out)[-1] == kill_round
+    ok(out, *args, "--checkpoint-every", every, "--resume", out)
+    report = json.loads((out / "report.json").read_text())
+    assert report["checkpoints"]["resumed_from"]["round"] == kill_round
+    assert_same_run(reference, out)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted synthetic run, and one with checkpoints every 100 rounds."""
+    base = tmp_path_factory.mktemp("reference")
+    ok(base / "plain", *SYNTHETIC, *PROTOCOL)
+    ok(base / "checkpointed", *SYNTHETIC, *PROTOCOL, "--checkpoint-every", 100)
+    return base
+
+
+def test_checkpoints_change_nothing_and_keep_the_newest_two(reference):
+    assert_same_run(reference / "plain", reference / "checkpointed")
+    assert rounds_in(reference / "checkpointed", complete=False) == [400, 500]
+    manifest = json.loads((reference / "checkpointed" / "checkpoints" / "round-500" / "COMPLETE").read_text())
+    assert manifest["round"] == 500 and manifest["ranks"] == RANKS
+    assert manifest["configuration"]["protocol"]["delta"] == 0.5
+
+
+def test_killed_run_resumes_to_the_same_result_synthetic(tmp_path, reference):
+    kill_and_resume(tmp_path, reference / "plain", [*SYNTHETIC, *PROTOCOL], kill_round=300, every=100)
+
+
+def test_killed_run_resumes_to_the_same_result_shards(tmp_path):
+    """4 shards on 3 ranks (rank 2 streams two); the resumed run starts
+    mid-block (--block-rows 64) of every rank's first shard."""
+    from mpisgd.data.synthetic import DisjunctionStream, write_learner_shards
+
+    (tmp_path / "data").mkdir()
+    paths = write_learner_shards(DisjunctionStream(n_features=20, n_learners=4, seed=5), 300, tmp_path / "data")
+    data = [*paths, "--block-rows", 64]
+    ok(tmp_path / "plain", *data, *PROTOCOL)
+    kill_and_resume(tmp_path, tmp_path / "plain", [*data, *PROTOCOL], kill_round=200, every=50)
+
+
+@pytest.mark.parametrize("protocol", [
+    ["--protocol", "static", "--period", 7, "--average"],
+    ["--protocol", "central", "--learners", 4],  # rank 0 alone, round-major over 4 streams
+])
+def test_killed_run_resumes_to_the_same_result_other_protocols(tmp_path, protocol):
+    args = ["--synthetic", "linear", "--rounds", 300, "--features", 30, "--loss", "squared",
+            "--eta0", 0.05, "--timeline-every", 40, "--quiet", *protocol]
+    ok(tmp_path / "plain", *args)
+    kill_and_resume(tmp_path, tmp_path / "plain", args, kill_round=120, every=60)
+
+
+def test_time_based_checkpoints_change_no_counter(tmp_path, reference):
+    out = tmp_path / "timed"
+    ok(out, *SYNTHETIC, *PROTOCOL, "--checkpoint-seconds", 1e-9, "--poll-rows", 50)
+    assert rounds_in(out) == [500, 550]
+    assert json.loads((out / "report.json").read_text())["checkpoints"]["written"] == 11
+    assert_same_run(reference / "plain", out)
+    ok(out, *SYNTHETIC, *PROTOCOL, "--resume", out)  # from round 550
+    assert_same_run(reference / "plain", out)
+
+
+def copy_checkpoints(reference, tmp_path):
+    dest = tmp_path / "copy"
+    shutil.copytree(reference / "checkpointed" / "checkpoints", dest / "checkpoints")
+    return dest
+
+
+@pytest.mark.parametrize("change, words", [
+    (["--delta", 0.7], ["protocol.delta: checkpoint 0.5, this run 0.7"]),
+    (["--loss", "hinge"], ["learner.loss: checkpoint 'log', this run 'hinge'"]),
+    (["--seed", 4], ["data.seed: checkpoint 3, this run 4"]),
+    (["--period", 4], ["protocol.period"]),
+])
+def test_resume_refuses_another_configuration(tmp_path, reference, change, words):
+    text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, *change, "--resume", reference / "checkpointed")
+    assert "round-500/COMPLETE is of another configuration" in text, text
+    for word in words:
+        assert word in text, text
+
+
+def test_resume_refuses_another_number_of_ranks(tmp_path, reference):
+    text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", reference / "checkpointed", n=2)
+    assert "ranks: checkpoint 3, this run 2" in text, text
+
+
+def test_resume_refuses_another_format_version(tmp_path, reference):
+    import h5py
+
+    src = copy_checkpoints(reference, tmp_path)
+    rank1 = src / "checkpoints" / "round-500" / "rank-1.h5"
+    with h5py.File(rank1, "r+") as f:
+        f.attrs["format_version"] = 0
+    text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", src)
+    assert f"{rank1}: format version 0, this mpisgd reads version 1" in text, text
+    manifest = src / "checkpoints" / "round-500" / "COMPLETE"
+    manifest.write_text(manifest.read_text().replace('"format_version": 1', '"format_version": 99'))
+    text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", src)
+    assert f"{manifest}: format version 99" in text, text
+
+
+def test_incomplete_checkpoints(tmp_path, reference):
+    src = copy_checkpoints(reference, tmp_path)
+    (src / "checkpoints" / "round-500" / "COMPLETE").unlink()  # as if killed while writing round 500
+    out = tmp_path / "resumed"
+    ok(out, *SYNTHETIC, *PROTOCOL, "--resume", src)
+    report = json.loads((out / "report.json").read_text())
+    assert report["checkpoints"]["resumed_from"]["round"] == 400
+    assert_same_run(reference / "plain", out)
+
+    missing = src / "checkpoints" / "round-400" / "rank-2.h5"
+    missing.unlink()
+    text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", src)
+    assert f"checkpoint {missing}: rank file missing" in text, text
+
+    (src / "checkpoints" / "round-400" / "COMPLETE").unlink()
+    text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", src)
+    assert "no complete checkpoint" in text and "round-400" in text and "round-500" in text, text
+
+
+def test_async_mode_refuses_checkpoints(tmp_path):
+    text = refused(tmp_path / "a", *SYNTHETIC, "--mode", "async", "--checkpoint-every", 100)
+    assert "need --mode sync" in text, text
