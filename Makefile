@@ -11,7 +11,7 @@ STAMP   := $(VENV)/.installed
 # pytest exits 5 when it collects nothing; that is not a failure of a partial run.
 PYTEST_OK := || [ $$? -eq 5 ]
 
-.PHONY: venv demo test test-serial test-mpi bench clean
+.PHONY: venv demo test test-serial test-mpi bench reproduce clean
 
 venv: $(STAMP)
 
@@ -34,8 +34,11 @@ test-mpi: $(STAMP)
 	$(MPIEXEC) -n 2 $(PY) -m pytest -q --only-mpi -p no:cacheprovider $(PYTEST_OK)
 	$(MPIEXEC) -n 3 $(PY) -m pytest -q --only-mpi -p no:cacheprovider $(PYTEST_OK)
 
+# Full-size benchmarks (tens of minutes; results and how to read them in bench/README.md).
 bench: $(STAMP)
-	$(PY) bench/run_all.py
+	NUMBA_NUM_THREADS=1 $(PY) bench/bench_kernels.py
+	NUMBA_NUM_THREADS=1 $(PY) bench/bench_data.py
+	NUMBA_NUM_THREADS=1 $(PY) bench/bench_mpi.py
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info
@@ -43,6 +46,5 @@ clean:
 
 # Kamp et al. 2014 and beyond, through the simulator (docs/REPRODUCTION.md):
 # results, tables and figures under runs/reproduce.
-.PHONY: reproduce
 reproduce: $(STAMP)
 	NUMBA_NUM_THREADS=1 $(PY) bench/reproduce.py --out runs/reproduce --jobs 2
