@@ -29,6 +29,7 @@ import time
 
 import numpy as np
 
+from mpisgd.atomic import atomic_path
 from mpisgd.errors import MpisgdError
 
 FORMAT_VERSION = 1
@@ -84,33 +85,17 @@ def rank_file(directory, rank):
     return os.path.join(directory, f"rank-{int(rank)}.h5")
 
 
-def _fsync(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_rank(path, arrays, attrs):
     """Write one rank's state atomically: ``arrays`` {name: ndarray}, ``attrs``
     {name: int, float or str}; the format version is added."""
     import h5py
 
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["format_version"] = FORMAT_VERSION
-            for name, value in attrs.items():
-                f.attrs[name] = value
-            for name, value in arrays.items():
-                f.create_dataset(name, data=np.asarray(value))
-        _fsync(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path, fsync=True) as tmp, h5py.File(tmp, "w") as f:
+        f.attrs["format_version"] = FORMAT_VERSION
+        for name, value in attrs.items():
+            f.attrs[name] = value
+        for name, value in arrays.items():
+            f.create_dataset(name, data=np.asarray(value))
 
 
 def read_rank(path):
@@ -139,18 +124,9 @@ def read_rank(path):
 
 
 def _write_json(path, value):
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(value, f, indent=1, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path, fsync=True) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=1, sort_keys=True)
+        f.write("\n")
 
 
 def read_manifest(directory):

@@ -16,27 +16,16 @@ for plots (cumulative error and bytes against rounds).
 import csv
 import io
 import json
-import os
-import tempfile
-
 import numpy as np
 
+from mpisgd.atomic import atomic_path
 from mpisgd.wire import CATEGORIES
 
 
 def _atomic_write_text(path, text):
-    """Write ``text`` to ``path`` via a temp file in the same directory and os.replace."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` to ``path`` atomically."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
 
 
 def _plain(value):

@@ -12,11 +12,11 @@ the above.
 import json
 import math
 import os
-import tempfile
 
 import numpy as np
 from numba import njit
 
+from mpisgd.atomic import atomic_path
 from mpisgd.errors import MpisgdError
 from mpisgd.kernels.losses import CLASSIFICATION_LOSSES, LOSSES, loss
 
@@ -104,27 +104,17 @@ class LinearModel:
             meta_json = json.dumps(self.meta, sort_keys=True)
         except TypeError as exc:
             raise MpisgdError(f"{path}: model meta is not JSON-serializable: {exc}") from None
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                                   suffix=".tmp")
-        os.close(fd)
-        try:
-            with h5py.File(tmp, "w") as f:
-                f.attrs["format"] = FORMAT
-                f.attrs["format_version"] = FORMAT_VERSION
-                f.attrs["loss"] = self.loss
-                f.attrs["intercept"] = self.intercept
-                f.attrs["n_features"] = self.n_features
-                f.attrs["meta_json"] = meta_json
-                f.create_dataset("coef", data=self.coef)
-                for key, value in self.meta.items():
-                    if key not in RESERVED and isinstance(value, (str, bool, int, float)):
-                        f.attrs[key] = value
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
+            f.attrs["format"] = FORMAT
+            f.attrs["format_version"] = FORMAT_VERSION
+            f.attrs["loss"] = self.loss
+            f.attrs["intercept"] = self.intercept
+            f.attrs["n_features"] = self.n_features
+            f.attrs["meta_json"] = meta_json
+            f.create_dataset("coef", data=self.coef)
+            for key, value in self.meta.items():
+                if key not in RESERVED and isinstance(value, (str, bool, int, float)):
+                    f.attrs[key] = value
 
     @classmethod
     def load(cls, path):

@@ -11,15 +11,14 @@ model.h5, report.json and timeline.csv to --out. With --checkpoint-every or
 (docs/RUNNING.md, "Checkpoint and resume").
 """
 
+from mpisgd.commands.options import add_learner_arguments, add_protocol_arguments, learner_args, protocol_config
+
 HELP = "distributed online learning over MPI (one learner per rank; rank 0 coordinates)"
 
 SYNTHETIC = ("disjunction", "neuralnet", "linear", "rcv1")
 
 
 def add_arguments(parser):
-    from mpisgd.kernels.losses import LOSSES
-    from mpisgd.kernels.schedules import SCHEDULES
-    from mpisgd.protocol import AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, PROTOCOLS
     from mpisgd.runner import MODES
 
     parser.add_argument("shards", nargs="*", metavar="SHARD",
@@ -36,37 +35,13 @@ def add_arguments(parser):
                    help="central only: number of streams (default: the number of ranks)")
 
     g = parser.add_argument_group("protocol (Kamp et al. 2014)")
-    g.add_argument("--protocol", choices=PROTOCOLS, default="dynamic", help="synchronization protocol")
-    g.add_argument("--period", "-b", type=int, default=1,
-                   help="b: rounds between full syncs (static) or checks (dynamic)")
-    g.add_argument("--delta", type=float, default=1.0, help="divergence threshold Δ (Δ0 with --delta-decay)")
-    g.add_argument("--delta-decay", action="store_true", help="Δ_t = Δ0/√t")
-    g.add_argument("--augmentation", choices=AUGMENTATIONS, default="random-one",
-                   help="how the coordinator grows a balancing set")
-    g.add_argument("--counter-counts", choices=COUNTER_COUNTS, default="violators",
-                   help="what adds to the violation counter")
-    g.add_argument("--counter-reset", choices=COUNTER_RESETS, default="any-full-sync",
-                   help="which full syncs reset the violation counter")
-    g.add_argument("--burst-fraction", type=float, default=0.0,
-                   help="variant: a full sync when at least this share of learners violate at once (0: off)")
-    g.add_argument("--protocol-seed", type=int, default=0, help="seed of the random augmentation")
+    add_protocol_arguments(g)
     g.add_argument("--mode", choices=MODES, default="sync",
                    help="sync: lock-step, deterministic; async: no waiting at check points (docs/RUNNING.md)")
     g.add_argument("--poll-rows", type=int, default=64, help="async: rounds between polls for rank 0's messages")
 
     g = parser.add_argument_group("learner")
-    g.add_argument("--loss", choices=sorted(LOSSES), default="log", help="loss ℓ(p, y)")
-    g.add_argument("--loss-param", type=float, default=None, help="δ of huber / ε of epsilon_insensitive")
-    g.add_argument("--schedule", choices=sorted(SCHEDULES), default="constant", help="step-size schedule")
-    g.add_argument("--eta0", type=float, default=1.0, help="step size η (γ0 of the schedule)")
-    g.add_argument("--lam", "--lambda", dest="lam", type=float, default=0.0, help="L2 strength λ")
-    g.add_argument("--t0", type=float, default=0.0, help="t0 of the 'optimal' schedule")
-    g.add_argument("--power", type=float, default=0.5, help="power of 'invscaling'")
-    g.add_argument("--no-bias", dest="fit_intercept", action="store_false", help="no bias term")
-    g.add_argument("--regularize-bias", action="store_true", help="include b² in the regularizer")
-    g.add_argument("--average", action="store_true", help="ASGD: the final model averages each learner's steps")
-    g.add_argument("--ties-are-not-errors", dest="ties_are_errors", action="store_false",
-                   help="do not count a prediction p = 0 as an error")
+    add_learner_arguments(g)
 
     g = parser.add_argument_group("output")
     g.add_argument("--out", metavar="DIR", default="runs/train",
@@ -138,20 +113,12 @@ def _check_out_dir(out):
 
 def _config(args):
     from mpisgd.errors import MpisgdError
-    from mpisgd.protocol import ProtocolConfig
     from mpisgd.runner import RunConfig
 
     if args.block_rows < 1:
         raise MpisgdError(f"--block-rows must be >= 1, got {args.block_rows}")
-    protocol = ProtocolConfig(
-        name=args.protocol, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
-        augmentation=args.augmentation, counter_counts=args.counter_counts,
-        counter_reset=args.counter_reset, burst_fraction=args.burst_fraction, seed=args.protocol_seed,
-    )
-    learner = {"loss": args.loss, "loss_param": args.loss_param, "schedule": args.schedule,
-               "eta0": args.eta0, "lam": args.lam, "t0": args.t0, "power": args.power,
-               "fit_intercept": args.fit_intercept, "regularize_bias": args.regularize_bias,
-               "average": args.average, "ties_are_errors": args.ties_are_errors}
+    protocol = protocol_config(args)
+    learner = learner_args(args)
     if args.checkpoint_every < 0:
         raise MpisgdError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
     if not args.checkpoint_seconds >= 0:

@@ -21,7 +21,6 @@ of v from outside, and when s is rescaled) folds these into the dense A.
 
 import math
 
-import numpy as np
 from numba import njit
 
 from mpisgd.kernels.losses import dloss, loss

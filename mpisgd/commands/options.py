@@ -1,0 +1,57 @@
+"""Options that ``train`` and ``simulate`` share, so that the two speak the
+same language: the protocol and the learner."""
+
+
+def add_protocol_arguments(g):
+    from mpisgd.protocol import AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, PROTOCOLS
+
+    g.add_argument("--protocol", choices=PROTOCOLS, default="dynamic", help="synchronization protocol")
+    g.add_argument("--period", "-b", type=int, default=1,
+                   help="b: rounds between full syncs (static) or checks (dynamic)")
+    g.add_argument("--delta", type=float, default=1.0, help="divergence threshold Δ (Δ0 with --delta-decay)")
+    g.add_argument("--delta-decay", action="store_true", help="Δ_t = Δ0/√t")
+    g.add_argument("--augmentation", choices=AUGMENTATIONS, default="random-one",
+                   help="how the coordinator grows a balancing set")
+    g.add_argument("--counter-counts", choices=COUNTER_COUNTS, default="violators",
+                   help="what adds to the violation counter")
+    g.add_argument("--counter-reset", choices=COUNTER_RESETS, default="any-full-sync",
+                   help="which full syncs reset the violation counter")
+    g.add_argument("--burst-fraction", type=float, default=0.0,
+                   help="variant: a full sync when at least this share of learners violate at once (0: off)")
+    g.add_argument("--protocol-seed", type=int, default=0, help="seed of the random augmentation")
+
+
+def add_learner_arguments(g):
+    from mpisgd.kernels.losses import LOSSES
+    from mpisgd.kernels.schedules import SCHEDULES
+
+    g.add_argument("--loss", choices=sorted(LOSSES), default="log", help="loss ℓ(p, y)")
+    g.add_argument("--loss-param", type=float, default=None, help="δ of huber / ε of epsilon_insensitive")
+    g.add_argument("--schedule", choices=sorted(SCHEDULES), default="constant", help="step-size schedule")
+    g.add_argument("--eta0", type=float, default=1.0, help="step size η (γ0 of the schedule)")
+    g.add_argument("--lam", "--lambda", dest="lam", type=float, default=0.0, help="L2 strength λ")
+    g.add_argument("--t0", type=float, default=0.0, help="t0 of the 'optimal' schedule")
+    g.add_argument("--power", type=float, default=0.5, help="power of 'invscaling'")
+    g.add_argument("--no-bias", dest="fit_intercept", action="store_false", help="no bias term")
+    g.add_argument("--regularize-bias", action="store_true", help="include b² in the regularizer")
+    g.add_argument("--average", action="store_true", help="ASGD: the final model averages each learner's steps")
+    g.add_argument("--ties-are-not-errors", dest="ties_are_errors", action="store_false",
+                   help="do not count a prediction p = 0 as an error")
+
+
+def protocol_config(args):
+    from mpisgd.protocol import ProtocolConfig
+
+    return ProtocolConfig(
+        name=args.protocol, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
+        augmentation=args.augmentation, counter_counts=args.counter_counts,
+        counter_reset=args.counter_reset, burst_fraction=args.burst_fraction, seed=args.protocol_seed,
+    )
+
+
+def learner_args(args):
+    """Keyword arguments of ``mpisgd.learners.OnlineLearners``."""
+    return {"loss": args.loss, "loss_param": args.loss_param, "schedule": args.schedule,
+            "eta0": args.eta0, "lam": args.lam, "t0": args.t0, "power": args.power,
+            "fit_intercept": args.fit_intercept, "regularize_bias": args.regularize_bias,
+            "average": args.average, "ties_are_errors": args.ties_are_errors}
