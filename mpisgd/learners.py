@@ -92,24 +92,23 @@ class OnlineLearners:
     def learn(self, indptr, indices, data, y, owner):
         """Rows in order: predict with learner owner[i], charge, then learn."""
         y = np.asarray(y, dtype=np.float64)
-        if self.classification and y.size and not np.all(np.abs(y) == 1.0):
-            bad = np.flatnonzero(np.abs(y) != 1.0)[0]
-            raise MpisgdError(f"labels: loss {self.loss!r} needs labels -1/+1, row {bad} has {y[bad]!r}")
         owner = np.asarray(owner, dtype=np.int64)
-        if owner.size and (owner.min() < 0 or owner.max() >= self.k):
-            raise MpisgdError(f"owner: learner ids must lie in [0, {self.k}), got {owner.min()}..{owner.max()}")
-        if not np.all(np.isfinite(data)):
-            raise MpisgdError("features: non-finite value (NaN or inf) in the input rows")
-        bad = online.learn_rows(
+        status, row = online.learn_rows(
             np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int32),
             np.asarray(data, dtype=np.float64), y, owner,
             self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.steps,
             self.A, self.U, self.alpha_sum, self.s_sum, self.bias_sum, self.n_avg,
             self.r, *self.params, self.loss_sum, self.errors, self.examples,
         )  # fmt: skip
-        if bad >= 0:
+        if status == online.BAD_LABEL:
+            raise MpisgdError(f"labels: loss {self.loss!r} needs labels -1/+1, row {row} has {y[row]!r}")
+        if status == online.BAD_FEATURE:
+            raise MpisgdError(f"features: non-finite value (NaN or inf) in row {row}")
+        if status == online.BAD_OWNER:
+            raise MpisgdError(f"owner: learner ids must lie in [0, {self.k}), row {row} has {owner[row]}")
+        if status == online.DIVERGED:
             raise MpisgdError(
-                f"training diverged at row {bad} (learner {owner[bad]}, step {self.steps[owner[bad]]}): "
+                f"training diverged at row {row} (learner {owner[row]}, step {self.steps[owner[row]]}): "
                 "the prediction or the update is not finite; lower eta0"
             )
 

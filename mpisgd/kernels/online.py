@@ -26,6 +26,9 @@ from numba import njit
 from mpisgd.kernels.losses import dloss, loss
 from mpisgd.kernels.schedules import eta
 
+# learn_rows' status codes (the row concerned comes with them)
+OK, BAD_LABEL, BAD_FEATURE, BAD_OWNER, DIVERGED = 0, 1, 2, 3, 4
+
 # Fold s back into v (a dense O(n) step) when it falls below this; as in
 # Bottou's svmsgd, whose bound keeps v, and so U, within 1e5 of w.
 S_MIN = 1e-5
@@ -65,22 +68,32 @@ def learn_rows(
 ):  # fmt: skip
     """Predict, charge, then learn from each row i with learner owner[i].
 
-    Returns -1, or the index of the first row whose prediction or update is
-    not finite (the run diverged; nothing after it is processed).
+    Returns (status, row): (OK, −1), or the first row that is bad input
+    (a label outside ±1 for a classification loss, a non-finite feature
+    value, an owner outside [0, k)) or where the run diverged (a prediction
+    or update that is not finite); nothing from that row on is processed.
     """
+    k = alpha.shape[0]
     for i in range(y.shape[0]):
         l = owner[i]
+        if l < 0 or l >= k:
+            return BAD_OWNER, i
+        yi = y[i]
+        if classification and abs(yi) != 1.0:
+            return BAD_LABEL, i
         lo, hi = indptr[i], indptr[i + 1]
         rx = 0.0
         vx = 0.0
         for jj in range(lo, hi):
+            x = data[jj]
+            if not math.isfinite(x):
+                return BAD_FEATURE, i
             j = indices[jj]
-            rx += r[j] * data[jj]
-            vx += V[l, j] * data[jj]
+            rx += r[j] * x
+            vx += V[l, j] * x
         p = alpha[l] * rx + s[l] * vx + bias[l]  # p = w·x + b
-        yi = y[i]
         if not math.isfinite(p):
-            return i
+            return DIVERGED, i
         loss_sum[l] += loss(loss_code, p, yi, loss_param)
         if classification and (p * yi < 0.0 or (p == 0.0 and ties_are_errors)):
             errors[l] += 1
@@ -90,7 +103,7 @@ def learn_rows(
         g = dloss(loss_code, p, yi, loss_param)
         decay = 1.0 - gamma * lam
         if not (decay >= 0.0 and math.isfinite(gamma * g)):
-            return i
+            return DIVERGED, i
         if decay == 0.0:  # γλ = 1 (1/(λt) at t = 1): w ← −γg·x forgets w entirely
             if average:
                 flush_average(l, alpha_sum, s_sum, V, U, A, r)
@@ -130,7 +143,7 @@ def learn_rows(
                 V[l, j] *= s[l]
             s[l] = 1.0
             exact_pq(l, V, r, P, Q)
-    return -1
+    return OK, -1
 
 
 @njit(cache=True)
