@@ -14,6 +14,7 @@ import argparse
 import importlib
 import os
 import sys
+import time
 
 from mpisgd.errors import MpisgdError
 
@@ -75,6 +76,9 @@ def _fail(message, code):
 
         rank = MPI.COMM_WORLD.Get_rank()
         print(f"mpisgd: error (rank {rank}): {message}", file=sys.stderr, flush=True)
+        # Abort tears the job down at once, and the launcher can drop output it
+        # has not forwarded yet: give it a moment to pass the message on.
+        time.sleep(0.25)
         MPI.COMM_WORLD.Abort(code)
         os._exit(code)  # MPICH's MPI_Abort can return after telling the launcher
     print(f"mpisgd: error: {message}", file=sys.stderr, flush=True)
