@@ -173,3 +173,13 @@ def test_labels_outside_the_loss_domain():
     X, y = make_data(3, 3, seed=10)
     with pytest.raises(MpisgdError, match="labels"):
         OnlineLearners(1, 3, loss="hinge").learn(X.indptr, X.indices, X.data, np.array([0.0, 1.0, 1.0]), [0, 0, 0])
+
+
+def test_non_finite_feature_and_bad_owner_are_named():
+    X, y = make_data(4, 3, seed=11, density=1.0)
+    data = X.data.copy()
+    data[4] = np.nan  # row 1
+    with pytest.raises(MpisgdError, match="non-finite value .* row 1"):
+        OnlineLearners(1, 3).learn(X.indptr, X.indices, data, y, [0, 0, 0, 0])
+    with pytest.raises(MpisgdError, match=r"owner: .*\[0, 2\), row 2 has 5"):
+        OnlineLearners(2, 3).learn(X.indptr, X.indices, X.data, y, [0, 1, 5, 0])
