@@ -91,15 +91,36 @@ class OnlineLearners:
 
     def learn(self, indptr, indices, data, y, owner):
         """Rows in order: predict with learner owner[i], charge, then learn."""
-        y = np.asarray(y, dtype=np.float64)
-        owner = np.asarray(owner, dtype=np.int64)
-        status, row = online.learn_rows(
-            np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int32),
-            np.asarray(data, dtype=np.float64), y, owner,
-            self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.steps,
-            self.A, self.U, self.alpha_sum, self.s_sum, self.bias_sum, self.n_avg,
-            self.r, *self.params, self.loss_sum, self.errors, self.examples,
+        y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
+        status, row = online.learn_rows(*self._rows(indptr, indices, data, y, owner), *self._state())
+        self._raise_on(status, row, y, owner)
+
+    def learn_until_violation(self, indptr, indices, data, y, owner, seg_end, threshold):
+        """``learn`` in segments of rows [seg_end[i−1], seg_end[i]), checking
+        ‖w_l − r‖² ≤ threshold[i] of every learner after segment i (+inf: no
+        check); stops after the first segment with a violator. Returns the
+        number of segments learned."""
+        y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
+        status, row, segments = online.learn_until_violation(
+            *self._rows(indptr, indices, data, y, owner),
+            np.asarray(seg_end, dtype=np.int64), np.asarray(threshold, dtype=np.float64),
+            *self._state(), self.R, self.r_bias, self._dist,
         )  # fmt: skip
+        self._raise_on(status, row, y, owner)
+        return int(segments)
+
+    @staticmethod
+    def _rows(indptr, indices, data, y, owner):
+        return (np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int32),
+                np.asarray(data, dtype=np.float64), y, owner)
+
+    def _state(self):
+        """The kernel arguments after the rows: the learners' state and options."""
+        return (self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.steps,
+                self.A, self.U, self.alpha_sum, self.s_sum, self.bias_sum, self.n_avg,
+                self.r, *self.params, self.loss_sum, self.errors, self.examples)  # fmt: skip
+
+    def _raise_on(self, status, row, y, owner):
         if status == online.BAD_LABEL:
             raise MpisgdError(f"labels: loss {self.loss!r} needs labels -1/+1, row {row} has {y[row]!r}")
         if status == online.BAD_FEATURE:
@@ -148,15 +169,9 @@ class OnlineLearners:
 
     def set_models(self, ids, z):
         """Learners ids take the model z (relative to the current r)."""
-        n = self.n_features
-        for l in np.atleast_1d(np.asarray(ids, dtype=np.int64)):
-            if self.average:
-                online.flush_average(l, self.alpha_sum, self.s_sum, self.V, self.U, self.A, self.r)
-            self.V[l] = z[:n]
-            self.s[l] = 1.0
-            self.bias[l] = z[n]
-            self.alpha[l] = z[n + 1]
-            online.exact_pq(l, self.V, self.r, self.P, self.Q)
+        online.set_models(np.atleast_1d(np.asarray(ids, dtype=np.int64)), np.asarray(z, dtype=np.float64),
+                          self.alpha, self.s, self.V, self.bias, self.P, self.Q,
+                          self.A, self.U, self.alpha_sum, self.s_sum, self.r, self.average)  # fmt: skip
 
     def set_reference(self, z):
         """Every learner takes the model z, which becomes the new reference."""

@@ -134,9 +134,10 @@ class Coordinator:
         """
         cfg, k = self.config, self.k
         members = [int(i) for i in violators]
-        self.stats.checks += 1
         if not members:
+            self.count_quiet(1)
             return members
+        self.stats.checks += 1
         self.stats.violations += len(members)
         self.stats.model_messages["violation"] += len(members)
         self.counter += len(members)  # v ← v + |B|
@@ -173,10 +174,16 @@ class Coordinator:
             self.stats.balancings += 1
         return sorted(members)
 
+    def count_quiet(self, checks):
+        """Checks that found no violator: nothing to resolve."""
+        self.stats.checks += checks
+
     def _augment(self, members, distances):
         """The learners to add to the balancing set B."""
         strategy = self.config.augmentation
-        outside = np.setdiff1d(np.arange(self.k), members)
+        inside = np.zeros(self.k, dtype=bool)
+        inside[members] = True
+        outside = np.flatnonzero(~inside)  # sorted, like np.setdiff1d but O(k) with no hashing
         if strategy == "random-one":
             return [int(self.rng.choice(outside))]
         if strategy == "random-double":  # |B| ← min(2|B|, k)

@@ -68,17 +68,17 @@ class SimTransport:
     def p2p(self, src, dst, category, nbytes):
         """Point-to-point messages src[i] → dst[i] of nbytes[i] bytes (arrays or scalars)."""
         c = CAT[category]
-        src, dst, nbytes = np.broadcast_arrays(np.asarray(src), np.asarray(dst), np.asarray(nbytes))
-        np.add.at(self._sent_bytes[:, c], src, nbytes)
-        np.add.at(self._recv_bytes[:, c], dst, nbytes)
-        np.add.at(self._sent_msgs[:, c], src, 1)
-        np.add.at(self._recv_msgs[:, c], dst, 1)
+        src, dst, nbytes = np.asarray(src), np.asarray(dst), np.asarray(nbytes)
+        m = next((a.size for a in (src, dst, nbytes) if a.ndim), 1)  # messages: the length of any array given
+        if m:
+            _add(self._sent_bytes, self._sent_msgs, src, c, nbytes, m)
+            _add(self._recv_bytes, self._recv_msgs, dst, c, nbytes, m)
 
-    def allreduce(self, category, nbytes):
-        """One Allreduce: every rank sends and receives nbytes."""
+    def allreduce(self, category, nbytes, count=1):
+        """count Allreduces: every rank sends and receives nbytes in each."""
         c = CAT[category]
-        self._every_bytes[c] += nbytes
-        self._every_msgs[c] += 1
+        self._every_bytes[c] += count * nbytes
+        self._every_msgs[c] += count
 
     def counters(self):
         """(sent_bytes, recv_bytes, sent_msgs, recv_msgs), each (k, n_categories) int64."""
@@ -134,6 +134,16 @@ class SimTransport:
         self.L.set_reference(self.L.models(np.arange(self.L.k)).mean(axis=0))
 
 
+def _add(nbytes_table, msgs_table, ranks, c, nbytes, m):
+    """Count m messages of nbytes (scalar or per message) at ranks (scalar or per message)."""
+    if ranks.ndim == 0:
+        nbytes_table[ranks, c] += int(nbytes.sum()) if nbytes.ndim else int(nbytes) * m
+        msgs_table[ranks, c] += m
+    else:
+        np.add.at(nbytes_table[:, c], ranks, nbytes)
+        np.add.at(msgs_table[:, c], ranks, 1)
+
+
 class _FinalSync:
     """Transport for the "final" full sync: the Allreduce of the final models z (k, n + 2)."""
 
@@ -180,6 +190,10 @@ class Simulation:
         self.t = 0  # rounds done
         self.drifts = np.asarray(drifts, np.int64)
         self.drift_window = int(drift_window)
+        # rounds done at which the phase changes: a drift after round d puts rounds d + 1 … d + 1 + W in "drift"
+        self._edges = np.unique(np.concatenate([self.drifts, self.drifts + 1 + self.drift_window]))
+        # dynamic with a fixed period learns through checks without violators in one kernel call
+        self._through_quiet = protocol.name == "dynamic" and not self.max_period
         self.timeline_every = int(timeline_every)
         self.timeline = []
         self.phase_messages = {p: {} for p in PHASES}
@@ -219,13 +233,21 @@ class Simulation:
         done = 0
         while done < m or (self.syncing and self.t == self._next):
             step = m - done
-            if self.syncing and self._next >= 0:
+            checking = self.syncing and self._next >= 0
+            through = checking and self._through_quiet and self._next > self.t
+            if checking and not through:
                 step = min(step, self._next - self.t)
             if self.timeline_every:
                 step = min(step, self.timeline_every - self.t % self.timeline_every)
+            i = np.searchsorted(self._edges, self.t, side="right")
+            if i < len(self._edges):
+                step = min(step, int(self._edges[i]) - self.t)  # one phase per call: exact error attribution
             if step > 0:
                 lo, hi = round_ptr[done], round_ptr[done + step]
-                self._learn(indptr[lo : hi + 1], indices, data, y[lo:hi], owner[lo:hi], step)
+                if through:
+                    step = self._learn_through_quiet(indptr, indices, data, y, owner, round_ptr[done : done + step + 1])
+                else:
+                    self._learn(indptr[lo : hi + 1], indices, data, y[lo:hi], owner[lo:hi], step)
                 done += step
                 self.t += step
             if self.syncing and self.t == self._next:
@@ -243,6 +265,36 @@ class Simulation:
         if self.central:
             owner = np.zeros(len(y), np.int64)
         self.L.learn(indptr - a, indices[a:b], data[a:b], y, owner)
+        self._count_errors(rounds)
+
+    def _learn_through_quiet(self, indptr, indices, data, y, owner, round_ptr):
+        """Dynamic protocol: learn the rounds of round_ptr (offsets into the
+        rows) through every check point among them that finds no violator, in
+        one kernel call, stopping at the first that finds one. The check at
+        the round it stops at is left to ``_check``; the quiet ones before it
+        count as ``_check`` would count them. Returns the rounds learned."""
+        step = len(round_ptr) - 1
+        checks = np.arange(self._next, min(self.t + step, self._last_check) + 1, self.b)  # rounds done
+        ends = checks - self.t
+        threshold = [self.coordinator.threshold(c) for c in checks]
+        if not len(ends) or ends[-1] != step:
+            ends, threshold = np.append(ends, step), threshold + [np.inf]  # the rest, unchecked
+        lo, hi = round_ptr[0], round_ptr[-1]
+        a, b = indptr[lo], indptr[hi]
+        segments = self.L.learn_until_violation(indptr[lo : hi + 1] - a, indices[a:b], data[a:b], y[lo:hi],
+                                                owner[lo:hi], round_ptr[ends] - lo, threshold)
+        rounds = int(ends[segments - 1])
+        quiet = int(np.count_nonzero(ends[: len(checks)] < rounds))
+        self.transport.allreduce("control", 8, quiet)  # the violator counts, all zero
+        self.coordinator.count_quiet(quiet)
+        self._next += quiet * self.b
+        if self._next > self._last_check:
+            self._next = -1
+        self._count_errors(rounds)
+        return rounds
+
+    def _count_errors(self, rounds):
+        """Errors of the rounds just learned, into their phase."""
         errors = int(self.L.errors.sum())
         phase = self._phase(self.t + rounds)
         self.phase_errors[phase] += errors - self._errors_at

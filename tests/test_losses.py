@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mpisgd.kernels.losses import DEFAULT_PARAM, LOSSES, dloss, loss
+from mpisgd.kernels.losses import DEFAULT_PARAM, LOSSES, dloss, loss, loss_and_dloss
 from tests.naive import naive_dloss, naive_loss
 
 P = np.concatenate([np.linspace(-3.0, 3.0, 61), [-1e3, -40.0, 40.0, 1e3]])
@@ -19,6 +19,8 @@ def test_loss_and_dloss_match_the_table(name):
             assert loss(code, p, y, param) == pytest.approx(want, rel=1e-10, abs=1e-300)
             assert dloss(code, p, y, param) == pytest.approx(naive_dloss(name, p, y, param),
                                                              rel=1e-10, abs=1e-300)
+            both = loss_and_dloss(code, p, y, param)  # the kernels' fused call
+            assert both == pytest.approx((want, naive_dloss(name, p, y, param)), rel=1e-10, abs=1e-300)
 
 
 @pytest.mark.parametrize("name", sorted(LOSSES))

@@ -14,7 +14,7 @@ below, so that ``partial_fit`` resumes exactly.
 
 from numba import njit, uint32
 
-from mpisgd.kernels.losses import dloss, loss
+from mpisgd.kernels.losses import loss_and_dloss
 # CSR column indices are ≥ 0: the kernels index with ``uint32(indices[k])``
 # so that numba emits no negative-index wraparound test (about 10 % per epoch).
 
@@ -89,10 +89,10 @@ def dekel_epoch(
                 p += (z - a * xbar_sq) / lt
         t += 1.0
         yi = y[i]
-        loss_sum += loss(loss_code, p, yi, loss_param)
+        lv, g = loss_and_dloss(loss_code, p, yi, loss_param)
+        loss_sum += lv
         if yi * p <= 0.0:
             n_err += 1
-        g = dloss(loss_code, p, yi, loss_param)
         if g != 0.0:
             if averaged:
                 hg = h * g

@@ -100,3 +100,15 @@ def dloss(code, p, y, param):
     if r < -param:
         return -1.0
     return 0.0
+
+
+@njit(cache=True)
+def loss_and_dloss(code, p, y, param):
+    """(ℓ(p, y), ∂ℓ/∂p); the log loss shares one exponential between them."""
+    if code == LOG:
+        z = y * p  # e = e^(−|yp|): ℓ = max(0, −yp) + ln(1 + e), ∂ℓ/∂p = −y·σ(−yp)
+        e = math.exp(-abs(z))
+        if z > 0.0:
+            return math.log1p(e), -y * e / (1.0 + e)
+        return -z + math.log1p(e), -y / (1.0 + e)
+    return loss(code, p, y, param), dloss(code, p, y, param)

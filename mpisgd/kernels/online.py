@@ -23,7 +23,7 @@ import math
 
 from numba import njit
 
-from mpisgd.kernels.losses import dloss, loss
+from mpisgd.kernels.losses import loss_and_dloss
 from mpisgd.kernels.schedules import eta
 
 # learn_rows' status codes (the row concerned comes with them)
@@ -55,6 +55,21 @@ def exact_pq(l, V, r, P, Q):
         q += V[l, j] * V[l, j]
     P[l] = p
     Q[l] = q
+
+
+@njit(cache=True)
+def set_models(ids, z, alpha, s, V, bias, P, Q, A, U, alpha_sum, s_sum, r, average):
+    """Learners ids take the model z = [u, b, α] (w = α·r + u), s = 1."""
+    n = V.shape[1]
+    for l in ids:
+        if average:
+            flush_average(l, alpha_sum, s_sum, V, U, A, r)
+        for j in range(n):
+            V[l, j] = z[j]
+        s[l] = 1.0
+        bias[l] = z[n]
+        alpha[l] = z[n + 1]
+        exact_pq(l, V, r, P, Q)
 
 
 @njit(cache=True, nogil=True)  # lets the reader thread read ahead meanwhile
@@ -94,13 +109,13 @@ def learn_rows(
         p = alpha[l] * rx + s[l] * vx + bias[l]  # p = w·x + b
         if not math.isfinite(p):
             return DIVERGED, i
-        loss_sum[l] += loss(loss_code, p, yi, loss_param)
+        lv, g = loss_and_dloss(loss_code, p, yi, loss_param)
+        loss_sum[l] += lv
         if classification and (p * yi < 0.0 or (p == 0.0 and ties_are_errors)):
             errors[l] += 1
         examples[l] += 1
         steps[l] += 1
         gamma = eta(schedule, steps[l], eta0, lam, t0, power)
-        g = dloss(loss_code, p, yi, loss_param)
         decay = 1.0 - gamma * lam
         if not (decay >= 0.0 and math.isfinite(gamma * g)):
             return DIVERGED, i
@@ -153,3 +168,41 @@ def distances(alpha, s, P, Q, bias, R, r_bias, out):
         a1 = alpha[l] - 1.0
         db = bias[l] - r_bias
         out[l] = a1 * a1 * R + 2.0 * a1 * s[l] * P[l] + s[l] * s[l] * Q[l] + db * db
+
+
+@njit(cache=True, nogil=True)
+def learn_until_violation(
+    indptr, indices, data, y, owner, seg_end, threshold,
+    alpha, s, V, bias, P, Q, steps,
+    A, U, alpha_sum, s_sum, bias_sum, n_avg,
+    r, loss_code, loss_param, schedule, eta0, lam, t0, power,
+    fit_intercept, regularize_bias, average, classification, ties_are_errors,
+    loss_sum, errors, examples, R, r_bias, dist,
+):  # fmt: skip
+    """``learn_rows`` segment by segment, rows [seg_end[i−1], seg_end[i]);
+    after segment i every learner checks ‖w_l − r‖² ≤ threshold[i] (+inf: no
+    check). Stops after the first segment with a violator.
+
+    Returns (status, row, segments): the status and row of ``learn_rows``,
+    and the number of segments learned (the last one violated, unless all
+    were learned).
+    """
+    start = 0
+    for i in range(seg_end.shape[0]):
+        end = seg_end[i]
+        status, row = learn_rows(
+            indptr[start : end + 1], indices, data, y[start:end], owner[start:end],
+            alpha, s, V, bias, P, Q, steps, A, U, alpha_sum, s_sum, bias_sum, n_avg,
+            r, loss_code, loss_param, schedule, eta0, lam, t0, power,
+            fit_intercept, regularize_bias, average, classification, ties_are_errors,
+            loss_sum, errors, examples,
+        )  # fmt: skip
+        if status != OK:
+            return status, start + row, i
+        start = end
+        if threshold[i] < math.inf:
+            distances(alpha, s, P, Q, bias, R, r_bias, dist)
+            for l in range(dist.shape[0]):
+                if dist[l] > threshold[i]:
+                    return OK, -1, i + 1
+    return OK, -1, seg_end.shape[0]

@@ -13,7 +13,7 @@ import math
 
 from numba import njit, uint32
 
-from mpisgd.kernels.losses import dloss, loss
+from mpisgd.kernels.losses import loss_and_dloss
 from mpisgd.kernels.schedules import eta
 # CSR column indices are ≥ 0: the kernels index with ``uint32(indices[k])``
 # so that numba emits no negative-index wraparound test (about 10 % per epoch).
@@ -129,10 +129,10 @@ def sgd_epoch(
             status = -1
             break
         yi = y[i]
-        loss_sum += loss(loss_code, p, yi, loss_param)
+        lv, g = loss_and_dloss(loss_code, p, yi, loss_param)
+        loss_sum += lv
         if yi * p <= 0.0:
             n_err += 1
-        g = dloss(loss_code, p, yi, loss_param)
         # regularization: w ← (1 − γλ) w, i.e. wDivisor ← wDivisor / (1 − γλ)
         shrink = 1.0 - gamma * lam
         if shrink > 0.0:
