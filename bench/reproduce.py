@@ -1,16 +1,17 @@
 """Reproduce Kamp et al. (2014), Figure 1, and the comparisons beyond it.
 
-    python bench/reproduce.py                      # everything (make reproduce); ~33 CPU-minutes
+    python bench/reproduce.py                      # everything (make reproduce)
     python bench/reproduce.py --only neuralnet --nn-seeds 2 --resume   # the network on raw inputs
     python bench/reproduce.py --only disjunction --seeds 3 --rounds 2000 --out runs/try
 
-Each task is one stream (experiment, seed): its rows are generated once per
-block of rounds and fed to every configuration of the task in lock-step
-(``mpisgd.simulator.run_many``), so configurations are compared on exactly
-the same examples. Results (one row per configuration and seed, with the
-stream's drift rounds) go to OUT/results.json and OUT/results.csv; then
-``bench/repro_tables.py`` writes OUT/tables.md and ``mpisgd plot OUT/results.json``
-draws the figures (both run at the end unless --no-report).
+Each task is one stream (stream, seed): its rows are generated once per
+block of rounds and fed to every configuration of every experiment on that
+stream in lock-step (``mpisgd.simulator.run_many``), so configurations are
+compared on exactly the same examples, and a configuration two experiments
+share runs once. Results (one row per experiment, configuration and seed,
+with the stream's drift rounds) go to OUT/results.json and OUT/results.csv;
+then ``bench/repro_tables.py`` writes OUT/tables.md and ``mpisgd plot
+OUT/results.json`` draws the figures (both run at the end unless --no-report).
 
 Experiments (ALGORITHMS.md §4):
 
@@ -47,6 +48,7 @@ DISJ_DELTAS = (0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0)
 NN_DELTAS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 NN_UNIT_DELTAS = (0.005, 0.05, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)  # unit-norm inputs: one step moves ‖w − r‖² by up to 1
 STATIC_BS = (1, 2, 4, 8, 16, 32, 64, 128)
+EXPERIMENTS = ("disjunction", "variants", "adaptive", "neuralnet", "neuralnet-unit", "stationary")
 BASE_LEARNER = {"loss": "log", "eta0": 1.0, "lam": 0.0}
 
 # The paper's open choices: variant name -> (learner changes, protocol changes, order)
@@ -144,61 +146,79 @@ def stationary_configs(k, T):
 
 
 def tasks(args):
-    """(experiment, stream kind, stream kwargs, rounds, configs) per stream."""
+    """(stream name, stream kind, stream kwargs, rounds, [(experiment, config), …]) per stream.
+
+    Experiments on the same stream (the disjunction's seeds carry the main
+    sweep, the sensitivity variants, our variants and the adaptive period; the
+    network's seeds carry raw and unit-norm inputs) run as one task, so its
+    rows are generated once and a configuration shared by two experiments runs
+    once."""
     seeds = range(args.seeds)
     T_d, T_n, T_s = (args.rounds or 25000), (args.rounds or 2500) // (10 if args.rounds else 1), (args.rounds or 4000)
-    out = []
     only = set(args.only.split(","))
-    if "disjunction" in only:
-        for s in seeds:
-            configs = disjunction_configs()
+    unknown = only - set(EXPERIMENTS)
+    if unknown:
+        raise SystemExit(f"reproduce: --only: unknown {', '.join(sorted(unknown))}; choose from {', '.join(EXPERIMENTS)}")
+    out = []
+    for s in seeds:
+        configs = []
+        if "disjunction" in only:
+            configs += [("disjunction", c) for c in disjunction_configs()]
             if s < args.sensitivity_seeds:
-                configs += sensitivity_configs()
+                configs += [("disjunction", c) for c in sensitivity_configs()]
+        if "variants" in only:
+            configs += [("disjunction-variants", c) for c in variant_configs()]
+        if "adaptive" in only:
+            configs += [("disjunction-adaptive", c) for c in adaptive_configs()]
+        if configs:
             out.append(("disjunction", "disjunction", dict(n_features=100, n_learners=args.k, seed=s), T_d, configs))
-        out.append(("disjunction-nodrift", "disjunction",
-                    dict(n_features=100, n_learners=args.k, seed=0, drift_prob=0.0), T_d, disjunction_configs()))
-    if "adaptive" in only:
-        for s in seeds:
-            out.append(("disjunction-adaptive", "disjunction", dict(n_features=100, n_learners=args.k, seed=s), T_d,
-                        adaptive_configs()))
-    if "variants" in only:
-        for s in seeds:
-            out.append(("disjunction-variants", "disjunction", dict(n_features=100, n_learners=args.k, seed=s), T_d,
-                        variant_configs()))
-    if "neuralnet-unit" in only:
-        for s in range(args.nn_seeds if args.nn_seeds is not None else args.seeds):
-            out.append(("neuralnet-unit", "neuralnet", dict(n_features=150, n_learners=args.k_nn, seed=s), T_n,
-                        neuralnet_configs(150, unit_norm=True)))
-    if "neuralnet" in only:
-        for s in range(args.nn_seeds if args.nn_seeds is not None else args.seeds):
-            out.append(("neuralnet", "neuralnet", dict(n_features=150, n_learners=args.k_nn, seed=s), T_n,
-                        neuralnet_configs()))
+    if "disjunction" in only:
+        out.append(("disjunction-nodrift", "disjunction", dict(n_features=100, n_learners=args.k, seed=0, drift_prob=0.0),
+                    T_d, [("disjunction-nodrift", c) for c in disjunction_configs()]))
+    for s in range(args.nn_seeds if args.nn_seeds is not None else args.seeds):
+        configs = []
+        if "neuralnet" in only:
+            configs += [("neuralnet", c) for c in neuralnet_configs()]
+        if "neuralnet-unit" in only:
+            configs += [("neuralnet-unit", c) for c in neuralnet_configs(150, unit_norm=True)]
+        if configs:
+            out.append(("neuralnet", "neuralnet", dict(n_features=150, n_learners=args.k_nn, seed=s), T_n, configs))
     if "stationary" in only:
         k = 32
         for s in range(args.stationary_seeds if args.stationary_seeds is not None else args.seeds):
             out.append(("stationary", "linear", dict(n_features=1000, n_learners=k, seed=s, drift_prob=0.0,
-                                                     nnz_per_row=20), T_s, stationary_configs(k, T_s)))
+                                                     nnz_per_row=20), T_s,
+                        [("stationary", c) for c in stationary_configs(k, T_s)]))
     return out
 
 
+def _key(config):
+    """What makes two configurations the same run."""
+    return json.dumps({k: config.get(k) for k in ("protocol", "learner", "order", "max_period")}, sort_keys=True)
+
+
 def run_task(task):
-    """One stream, all its configurations; returns result rows (no models)."""
+    """One stream, all its configurations (each distinct one run once); returns result rows (no models)."""
     from mpisgd.data.synthetic import STREAMS
     from mpisgd.protocol import ProtocolConfig
     from mpisgd.simulator import Simulation, run_many
 
-    experiment, kind, kwargs, T, configs = task
+    _name, kind, kwargs, T, configs = task
+    unique = {}
+    for _experiment, c in configs:
+        unique.setdefault(_key(c), c)
     stream = STREAMS[kind](**kwargs)
     drifts = stream.drifts(T)
     every = max(1, T // 100)
     sims = [Simulation(stream.n_learners, stream.n_features, T, ProtocolConfig(**c["protocol"]), c["learner"],
                        c["order"], drifts, drift_window=max(1, T // 50), timeline_every=every,
-                       max_period=c.get("max_period", 0)) for c in configs]
+                       max_period=c.get("max_period", 0)) for c in unique.values()]
     start = time.perf_counter()
-    results = run_many(stream, T, sims)
+    results = dict(zip(unique, run_many(stream, T, sims)))
     wall = time.perf_counter() - start
     rows = []
-    for c, r in zip(configs, results):
+    for experiment, c in configs:
+        r = results[_key(c)]
         rows.append({
             "experiment": experiment, "seed": kwargs["seed"], "stream": kind,
             "drift_prob": stream.drift_prob, "drifts": r["drifts"], "n_drifts": len(r["drifts"]),
@@ -211,7 +231,7 @@ def run_task(task):
             "bytes_sent": r["bytes_sent"], "messages_sent": r["messages_sent"],
             "phase_messages": r["phase_messages"], "phase_errors": r["phase_errors"],
             "phase_rounds": r["phase_rounds"], "drift_window": r["drift_window"],
-            "timeline": r["timeline"], "task_seconds": wall,
+            "timeline": r["timeline"], "task_seconds": wall, "task_runs": len(unique),
         })
     return rows
 
@@ -224,9 +244,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/reproduce")
     p.add_argument("--seeds", type=int, default=10)
-    p.add_argument("--sensitivity-seeds", type=int, default=5, help="seeds 0..S-1 also run the sensitivity variants")
-    p.add_argument("--only", default="disjunction,variants,adaptive,neuralnet-unit,stationary",
-                   help="experiments (also: neuralnet, the network on raw ±1 inputs with the paper's Δ range)")
+    p.add_argument("--sensitivity-seeds", type=int, default=None,
+                   help="seeds 0..S-1 also run the sensitivity variants (default: --seeds)")
+    p.add_argument("--only", default=",".join(EXPERIMENTS), help=f"experiments, from: {', '.join(EXPERIMENTS)}")
     p.add_argument("--rounds", type=int, default=None, help="override T (quick runs; the network uses T/10)")
     p.add_argument("--k", type=int, default=512, help="learners of the disjunction")
     p.add_argument("--k-nn", type=int, default=1024, help="learners of the network")
@@ -238,6 +258,8 @@ def main(argv=None):
     p.add_argument("--report-only", action="store_true",
                    help="no new runs: merge the streams in OUT/parts that match the task list, then report")
     args = p.parse_args(argv)
+    if args.sensitivity_seeds is None:
+        args.sensitivity_seeds = args.seeds
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     os.makedirs(args.out, exist_ok=True)
     todo = tasks(args)
@@ -248,16 +270,19 @@ def main(argv=None):
         for t in todo:
             if os.path.exists(part_path(t)):
                 os.unlink(part_path(t))
+    stored = {part_path(t): _stored_rows(part_path(t), t) for t in todo}
     if args.report_only:
-        todo = [t for t in todo if os.path.exists(part_path(t))]
-    pending = [t for t in todo if not os.path.exists(part_path(t))]
+        todo = [t for t in todo if stored[part_path(t)] is not None]
+    pending = [t for t in todo if stored[part_path(t)] is None]
     start = time.perf_counter()
     from mpisgd.metrics import write_report
 
     def done(i, part, task):
         write_report(part_path(task), {"rows": part})  # one file per stream: an interrupted sweep resumes
+        stored[part_path(task)] = part
         print(f"reproduce: {i + 1}/{len(pending)} streams ({task[0]} seed {task[2]['seed']}, "
-              f"{part[0]['task_seconds']:.1f}s), {time.perf_counter() - start:.0f}s", flush=True)
+              f"{part[0]['task_runs']} runs, {part[0]['task_seconds']:.1f}s), {time.perf_counter() - start:.0f}s",
+              flush=True)
 
     if args.jobs > 1:
         with get_context("spawn").Pool(args.jobs) as pool:
@@ -266,17 +291,16 @@ def main(argv=None):
     else:
         for i, task in enumerate(pending):
             done(i, run_task(task), task)
-    rows = []
-    for t in todo:
-        with open(part_path(t), encoding="utf-8") as f:
-            rows += json.load(f)["rows"]
+    rows = [r for t in todo for r in stored[part_path(t)]]
     rows.sort(key=lambda r: (r["experiment"], r["seed"], r["label"]))
     meta = {"argv": sys.argv[1:], "seconds": time.perf_counter() - start, "jobs": args.jobs,
-            "cpu_seconds": sum(r["task_seconds"] for r in rows if r["label"] == "none" and r["variant"] == "default")}
+            "cpu_seconds": sum(stored[part_path(t)][0]["task_seconds"] for t in todo),
+            "runs": sum(stored[part_path(t)][0]["task_runs"] for t in todo)}
 
     write_report(os.path.join(args.out, "results.json"), {"meta": meta, "rows": rows})
     _write_csv(os.path.join(args.out, "results.csv"), rows)
-    print(f"reproduce: {len(rows)} runs in {meta['seconds']:.0f}s -> {args.out}/results.json, results.csv")
+    print(f"reproduce: {meta['runs']} runs ({len(rows)} rows) in {meta['seconds']:.0f}s -> "
+          f"{args.out}/results.json, results.csv")
     if not args.no_report:
         here = os.path.dirname(os.path.abspath(__file__))
         sys.path.insert(0, here)
@@ -287,6 +311,17 @@ def main(argv=None):
 
         cli(["plot", os.path.join(args.out, "results.json"), "--out", os.path.join(args.out, "figures")])
     return 0
+
+
+def _stored_rows(path, task):
+    """The rows of a stream stored by an earlier run of exactly this task, else None."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        rows = json.load(f)["rows"]
+    want = sorted((e, c["label"], c.get("variant", "default")) for e, c in task[4])
+    have = sorted((r["experiment"], r["label"], r["variant"]) for r in rows)
+    return rows if have == want and all(r["rounds"] == task[3] for r in rows) else None
 
 
 def _write_csv(path, rows):

@@ -151,14 +151,17 @@ class Coordinator:
         delta = self.threshold(t)
         total = np.asarray(models, dtype=np.float64).sum(axis=0)
         distances = None
+        inside = np.zeros(k, dtype=bool)  # B as a mask
+        inside[members] = True
         # Augment B until its mean lies within Δ of r (then every member, taking
         # that mean, meets its local condition), or B is everyone.
         while len(members) < k and transport.divergence(total / len(members)) > delta:
             if cfg.augmentation == "farthest" and distances is None:
                 distances = np.asarray(transport.distances(), dtype=np.float64)
-            new = self._augment(members, distances)
+            new = self._augment(inside, distances)
             total += np.asarray(transport.fetch(np.array(new)), dtype=np.float64).sum(axis=0)
             members += new
+            inside[new] = True
             self.stats.augmented += len(new)
             self.stats.model_messages["augmentation"] += len(new)
             if cfg.counter_counts == "contacted":
@@ -178,16 +181,14 @@ class Coordinator:
         """Checks that found no violator: nothing to resolve."""
         self.stats.checks += checks
 
-    def _augment(self, members, distances):
-        """The learners to add to the balancing set B."""
+    def _augment(self, inside, distances):
+        """The learners to add to the balancing set B (``inside``: B as a mask)."""
         strategy = self.config.augmentation
-        inside = np.zeros(self.k, dtype=bool)
-        inside[members] = True
-        outside = np.flatnonzero(~inside)  # sorted, like np.setdiff1d but O(k) with no hashing
+        outside = np.flatnonzero(~inside)
         if strategy == "random-one":
-            return [int(self.rng.choice(outside))]
+            return [int(outside[self.rng.integers(len(outside))])]  # the draw of rng.choice(outside)
         if strategy == "random-double":  # |B| ← min(2|B|, k)
-            m = min(len(members), len(outside))
+            m = min(self.k - len(outside), len(outside))
             return [int(i) for i in self.rng.choice(outside, size=m, replace=False)]
         # farthest: the outsider farthest from r, by the distances each learner keeps
         return [int(outside[np.argmax(distances[outside])])]

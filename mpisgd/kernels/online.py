@@ -101,13 +101,14 @@ def learn_rows(
         vx = 0.0
         for jj in range(lo, hi):
             x = data[jj]
-            if not math.isfinite(x):
-                return BAD_FEATURE, i
             j = indices[jj]
             rx += r[j] * x
             vx += V[l, j] * x
         p = alpha[l] * rx + s[l] * vx + bias[l]  # p = w·x + b
-        if not math.isfinite(p):
+        if not math.isfinite(p):  # a non-finite feature always makes p so (0·inf is NaN)
+            for jj in range(lo, hi):
+                if not math.isfinite(data[jj]):
+                    return BAD_FEATURE, i
             return DIVERGED, i
         lv, g = loss_and_dloss(loss_code, p, yi, loss_param)
         loss_sum[l] += lv
@@ -136,16 +137,21 @@ def learn_rows(
             bias[l] -= gamma * g  # b ← b − γg
         if g != 0.0:
             c = -gamma * g / s[l]  # v ← v − (γg/s)·x
-            prev = s_sum[l]  # S_{i−1}
+            dp = 0.0  # P and Q change by r·δ and 2v·δ + ‖δ‖², summed locally (in registers)
+            dq = 0.0
             for jj in range(lo, hi):
                 j = indices[jj]
                 dv = c * data[jj]
                 vj = V[l, j]
-                P[l] += r[j] * dv
-                Q[l] += dv * (2.0 * vj + dv)
+                dp += r[j] * dv
+                dq += dv * (2.0 * vj + dv)
                 V[l, j] = vj + dv
-                if average:
-                    U[l, j] += prev * dv  # U += S_{i−1}·δ_i
+            P[l] += dp
+            Q[l] += dq
+            if average:
+                prev = s_sum[l]  # S_{i−1}
+                for jj in range(lo, hi):
+                    U[l, indices[jj]] += prev * (c * data[jj])  # U += S_{i−1}·δ_i
         if average:
             alpha_sum[l] += alpha[l]
             s_sum[l] += s[l]
