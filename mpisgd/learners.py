@@ -158,6 +158,12 @@ class OnlineLearners:
         z[:, self.n_features + 1] = self.alpha[ids]
         return z
 
+    def mean_model(self):
+        """The mean of every learner's z, as ``models(range(k)).mean(axis=0)`` in one pass."""
+        z = np.empty(self.dim)
+        online.mean_model(self.alpha, self.s, self.V, self.bias, z)
+        return z
+
     def message(self, l):
         """The wire message of learner l's model (sparse when smaller)."""
         u = self.V[l]

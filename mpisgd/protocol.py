@@ -108,9 +108,9 @@ class Coordinator:
         self.stats = ProtocolStats()
 
     def threshold(self, t):
-        """Δ_t for a check after round t (t ≥ 1)."""
+        """Δ_t for a check after round t (t ≥ 1; or an array of such t)."""
         if self.config.delta_decay:
-            return self.config.delta / math.sqrt(t)  # Δ_t = Δ0 / √t
+            return self.config.delta / np.sqrt(t)  # Δ_t = Δ0 / √t
         return self.config.delta
 
     # -- full syncs ---------------------------------------------------------

@@ -131,7 +131,7 @@ class SimTransport:
         if self.resolving:
             self.p2p(0, np.arange(1, self.L.k), "control", wire.CONTROL_BYTES)
         self.allreduce("full_sync", wire.dense_nbytes(self.L.n_features))
-        self.L.set_reference(self.L.models(np.arange(self.L.k)).mean(axis=0))
+        self.L.set_reference(self.L.mean_model())
 
 
 def _add(nbytes_table, msgs_table, ranks, c, nbytes, m):
@@ -276,9 +276,9 @@ class Simulation:
         step = len(round_ptr) - 1
         checks = np.arange(self._next, min(self.t + step, self._last_check) + 1, self.b)  # rounds done
         ends = checks - self.t
-        threshold = [self.coordinator.threshold(c) for c in checks]
+        threshold = np.broadcast_to(self.coordinator.threshold(checks), checks.shape)
         if not len(ends) or ends[-1] != step:
-            ends, threshold = np.append(ends, step), threshold + [np.inf]  # the rest, unchecked
+            ends, threshold = np.append(ends, step), np.append(threshold, np.inf)  # the rest, unchecked
         lo, hi = round_ptr[0], round_ptr[-1]
         a, b = indptr[lo], indptr[hi]
         segments = self.L.learn_until_violation(indptr[lo : hi + 1] - a, indices[a:b], data[a:b], y[lo:hi],

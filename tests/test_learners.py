@@ -68,7 +68,9 @@ def run_scenario(fast, slow, X, y, seed):
     slow.set_models(ids, z)
     learn_both(fast, slow, X[cuts[1] : cuts[2]], y[cuts[1] : cuts[2]], owner[cuts[1] : cuts[2]])
     assert_same(fast, slow)
-    z = fast.models(np.arange(k)).mean(axis=0)  # a full sync
+    z = fast.mean_model()  # a full sync
+    np.testing.assert_array_equal(z, fast.models(np.arange(k)).mean(axis=0))
+    np.testing.assert_allclose(slow.dense(z)[0], slow.w.mean(axis=0), rtol=RTOL, atol=1e-12)
     fast.set_reference(z)
     slow.set_reference(z)
     assert_same(fast, slow)
@@ -183,3 +185,26 @@ def test_non_finite_feature_and_bad_owner_are_named():
         OnlineLearners(1, 3).learn(X.indptr, X.indices, data, y, [0, 0, 0, 0])
     with pytest.raises(MpisgdError, match=r"owner: .*\[0, 2\), row 2 has 5"):
         OnlineLearners(2, 3).learn(X.indptr, X.indices, X.data, y, [0, 1, 5, 0])
+
+
+def test_learning_until_a_violation_is_learning_and_checking_each_segment():
+    k, n, m = 3, 25, 360
+    X, y = make_data(m, n, seed=8)
+    owner = np.arange(m) % k
+    seg_end = np.arange(30, m + 1, 30)  # 12 segments of 30 rows
+    _, slow = pair(k, n, eta0=0.3)
+    peak = []  # the largest ‖w_l − r‖² after each segment, by the twin
+    for lo, hi in zip(np.r_[0, seg_end[:-1]], seg_end):
+        slow.learn(X[lo:hi], y[lo:hi], owner[lo:hi])
+        peak.append(slow.distances().max())
+    threshold = np.array(peak) * 1.01  # quiet …
+    threshold[2] = np.inf  # (no check after segment 3)
+    threshold[6] = peak[6] * 0.99  # … until segment 7
+    fast, slow = pair(k, n, eta0=0.3)
+    assert fast.learn_until_violation(X.indptr, X.indices, X.data, y, owner, seg_end, threshold) == 7
+    stop = seg_end[6]
+    slow.learn(X[:stop], y[:stop], owner[:stop])  # the rows up to the violation, and no further
+    assert_same(fast, slow)
+    threshold[6] = np.inf  # no violation: every segment is learned
+    fast, _ = pair(k, n, eta0=0.3)
+    assert fast.learn_until_violation(X.indptr, X.indices, X.data, y, owner, seg_end, threshold) == len(seg_end)

@@ -72,6 +72,20 @@ def set_models(ids, z, alpha, s, V, bias, P, Q, A, U, alpha_sum, s_sum, r, avera
         exact_pq(l, V, r, P, Q)
 
 
+@njit(cache=True)
+def mean_model(alpha, s, V, bias, out):
+    """out = (1/k) Σ_l z_l with z_l = [s_l·v_l, b_l, α_l], summed over l in order."""
+    k, n = V.shape
+    out[:] = 0.0
+    for l in range(k):
+        for j in range(n):
+            out[j] += s[l] * V[l, j]
+        out[n] += bias[l]
+        out[n + 1] += alpha[l]
+    for j in range(n + 2):
+        out[j] /= k
+
+
 @njit(cache=True, nogil=True)  # lets the reader thread read ahead meanwhile
 def learn_rows(
     indptr, indices, data, y, owner,
