@@ -151,12 +151,16 @@ class OnlineLearners:
 
     def models(self, ids):
         """z of learners ids, shape (len(ids), dim)."""
+        return self.models_and_nnz(ids)[0]
+
+    def models_and_nnz(self, ids):
+        """z of learners ids, and the non-zeros of each one's v (which decide
+        the size of its wire message, ``message``)."""
         ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
         z = np.empty((len(ids), self.dim))
-        z[:, : self.n_features] = self.s[ids, None] * self.V[ids]  # u = s·v
-        z[:, self.n_features] = self.bias[ids]
-        z[:, self.n_features + 1] = self.alpha[ids]
-        return z
+        nnz = np.empty(len(ids), dtype=np.int64)
+        online.gather_models(ids, self.alpha, self.s, self.V, self.bias, z, nnz)  # u = s·v
+        return z, nnz
 
     def mean_model(self):
         """The mean of every learner's z, as ``models(range(k)).mean(axis=0)`` in one pass."""

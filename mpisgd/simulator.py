@@ -45,16 +45,17 @@ TIMELINE_COLUMNS = ("round", "errors", "loss", "model_messages", *(f"bytes_{c}" 
 class SimTransport:
     """The coordinator's transport over k in-process learners.
 
-    Counters per rank and category (``wire.CATEGORIES``), as the MPI runner
-    keeps them: ``sent_bytes``, ``recv_bytes``, ``sent_msgs``, ``recv_msgs``,
-    each of shape (k, n_categories). Collective calls, where every rank sends
+    Counters per rank (``ranks``, default one per learner; central has k
+    ranks and one learner) and category (``wire.CATEGORIES``), as the MPI
+    runner keeps them: ``sent_bytes``, ``recv_bytes``, ``sent_msgs``,
+    ``recv_msgs``, each of shape (k, n_categories). Collective calls, where every rank sends
     and receives the same buffer, are kept as one row ``_every_*`` added to
     every rank when the counters are read (exact, and O(1) per call).
     """
 
-    def __init__(self, learners):
+    def __init__(self, learners, ranks=None):
         self.L = learners
-        k, c = learners.k, len(wire.CATEGORIES)
+        k, c = (learners.k if ranks is None else int(ranks)), len(wire.CATEGORIES)  # central: k ranks, 1 learner
         self._sent_bytes = np.zeros((k, c), np.int64)
         self._recv_bytes = np.zeros((k, c), np.int64)
         self._sent_msgs = np.zeros((k, c), np.int64)
@@ -65,14 +66,36 @@ class SimTransport:
 
     # -- counting -----------------------------------------------------------
 
-    def p2p(self, src, dst, category, nbytes):
-        """Point-to-point messages src[i] → dst[i] of nbytes[i] bytes (arrays or scalars)."""
-        c = CAT[category]
-        src, dst, nbytes = np.asarray(src), np.asarray(dst), np.asarray(nbytes)
-        m = next((a.size for a in (src, dst, nbytes) if a.ndim), 1)  # messages: the length of any array given
-        if m:
-            _add(self._sent_bytes, self._sent_msgs, src, c, nbytes, m)
-            _add(self._recv_bytes, self._recv_msgs, dst, c, nbytes, m)
+    def up(self, ranks, category, nbytes):
+        """One message from each of ``ranks`` (distinct, not 0) to rank 0, of
+        nbytes bytes (a scalar or one per rank)."""
+        self._p2p(self._sent_bytes, self._sent_msgs, self._recv_bytes, self._recv_msgs, ranks, category, nbytes)
+
+    def down(self, ranks, category, nbytes):
+        """One message from rank 0 to each of ``ranks`` (distinct, not 0)."""
+        self._p2p(self._recv_bytes, self._recv_msgs, self._sent_bytes, self._sent_msgs, ranks, category, nbytes)
+
+    def down_to_all(self, category, nbytes):
+        """One message of nbytes from rank 0 to every other rank (a command)."""
+        c, m = CAT[category], len(self._sent_bytes) - 1
+        self._recv_bytes[1:, c] += nbytes
+        self._recv_msgs[1:, c] += 1
+        self._sent_bytes[0, c] += m * nbytes
+        self._sent_msgs[0, c] += m
+
+    @staticmethod
+    def _p2p(their_bytes, their_msgs, coordinator_bytes, coordinator_msgs, ranks, category, nbytes):
+        c, m = CAT[category], len(ranks)
+        if m == 1:  # a fetch during augmentation: scalar updates are 10× cheaper than fancy indexing
+            nbytes = int(nbytes[0]) if np.ndim(nbytes) else int(nbytes)
+            their_bytes[ranks[0], c] += nbytes
+            their_msgs[ranks[0], c] += 1
+            coordinator_bytes[0, c] += nbytes
+        elif m:
+            their_bytes[ranks, c] += nbytes  # ranks are distinct: no repeated index to lose
+            their_msgs[ranks, c] += 1
+            coordinator_bytes[0, c] += int(np.sum(nbytes)) if np.ndim(nbytes) else int(nbytes) * m
+        coordinator_msgs[0, c] += m
 
     def allreduce(self, category, nbytes, count=1):
         """count Allreduces: every rank sends and receives nbytes in each."""
@@ -89,10 +112,9 @@ class SimTransport:
             self._recv_msgs + self._every_msgs,
         )
 
-    def message_nbytes(self, ids):
-        """Wire sizes of the model messages of learners ids (``OnlineLearners.message``):
-        the non-zeros of v_l decide sparse or dense."""
-        nnz = np.count_nonzero(self.L.V[np.asarray(ids, np.int64)], axis=1)
+    def message_nbytes(self, nnz):
+        """Wire sizes of model messages (``OnlineLearners.message``) whose v has
+        nnz non-zeros: sparse or dense, whichever is smaller."""
         return 16 + np.minimum(12 * nnz, 8 * self.L.n_features)  # wire.model_nbytes
 
     def _others(self, ids):
@@ -102,24 +124,26 @@ class SimTransport:
     # -- the coordinator's interface ------------------------------------------
 
     def fetch(self, ids):
-        others = self._others(ids)
-        self.p2p(0, others, "balance_request", wire.CONTROL_BYTES)
-        self.p2p(others, 0, "balance_reply", self.message_nbytes(others))
-        return self.L.models(ids)
+        ids = np.asarray(ids, np.int64)
+        z, nnz = self.L.models_and_nnz(ids)
+        away = ids != 0  # rank 0 is the coordinator: its own model is local
+        self.down(ids[away], "balance_request", wire.CONTROL_BYTES)
+        self.up(ids[away], "balance_reply", self.message_nbytes(nnz[away]))
+        return z
 
     def divergence(self, model):
         return self.L.divergence(model)
 
     def distances(self):
         others = np.arange(1, self.L.k)
-        self.p2p(0, others, "control", wire.CONTROL_BYTES)  # COMMAND DIST
-        self.p2p(others, 0, "control", 8)  # float64 reply
+        self.down(others, "control", wire.CONTROL_BYTES)  # COMMAND DIST
+        self.up(others, "control", 8)  # float64 reply
         return self.L.distances()
 
     def send_balanced(self, ids, model, new_reference):
         n = self.L.n_features
         nbytes = wire.model_nbytes(int(np.count_nonzero(model[:n])), n)
-        self.p2p(0, self._others(ids), "balance_result", nbytes)
+        self.down(self._others(ids), "balance_result", nbytes)
         if new_reference:
             self.L.set_reference(model)
         else:
@@ -129,19 +153,9 @@ class SimTransport:
         """The Allreduce; inside a resolution (``resolving``) rank 0 first sends
         COMMAND FULLSYNC to every other rank, which is serving it."""
         if self.resolving:
-            self.p2p(0, np.arange(1, self.L.k), "control", wire.CONTROL_BYTES)
+            self.down_to_all("control", wire.CONTROL_BYTES)
         self.allreduce("full_sync", wire.dense_nbytes(self.L.n_features))
         self.L.set_reference(self.L.mean_model())
-
-
-def _add(nbytes_table, msgs_table, ranks, c, nbytes, m):
-    """Count m messages of nbytes (scalar or per message) at ranks (scalar or per message)."""
-    if ranks.ndim == 0:
-        nbytes_table[ranks, c] += int(nbytes.sum()) if nbytes.ndim else int(nbytes) * m
-        msgs_table[ranks, c] += m
-    else:
-        np.add.at(nbytes_table[:, c], ranks, nbytes)
-        np.add.at(msgs_table[:, c], ranks, 1)
 
 
 class _FinalSync:
@@ -175,7 +189,7 @@ class Simulation:
         self.order = order
         self.central = protocol.name == "central"
         self.L = OnlineLearners(1 if self.central else self.k, self.n, **self.learner_args)
-        self.transport = SimTransport(self.L)
+        self.transport = SimTransport(self.L, self.k)
         self.coordinator = Coordinator(protocol, self.k)
         self.b = int(protocol.period)
         # Variant (simulator only, dynamic): adaptive check period. After a check with
@@ -321,16 +335,16 @@ class Simulation:
             t = max(self.t, 1)  # Δ_t at t = 0 (check-learn) uses t = 1
             dist = self.L.distances()
             violators = np.flatnonzero(dist > co.threshold(t))
-            others = violators[violators != 0]
-            if len(others):
-                tr.p2p(others, 0, "violation", tr.message_nbytes(others))
+            models, nnz = self.L.models_and_nnz(violators)
+            away = violators != 0  # rank 0's own violation is local
+            tr.up(violators[away], "violation", tr.message_nbytes(nnz[away]))
             tr.allreduce("control", 8)  # the count of violators
             if len(violators):
                 quiet = False
                 tr.resolving = True
-                co.resolve(t, violators, self.L.models(violators), tr)
+                co.resolve(t, violators, models, tr)
                 tr.resolving = False
-                tr.p2p(0, np.arange(1, self.k), "control", wire.CONTROL_BYTES)  # END
+                tr.down_to_all("control", wire.CONTROL_BYTES)  # END
             else:
                 co.resolve(t, [], None, tr)  # counts the check
         self._attribute(before)

@@ -25,6 +25,7 @@ CASES = [
     ["--protocol", "dynamic", "--delta", "0.2", "--period", "2", "--augmentation", "farthest"],
     ["--protocol", "dynamic", "--delta", "0.5", "--augmentation", "random-double", "--counter-counts", "contacted"],
     ["--protocol", "static", "--period", "3"],
+    ["--protocol", "central"],
 ]
 
 

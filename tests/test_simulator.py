@@ -201,11 +201,21 @@ def test_transport_counts_collectives_at_every_rank():
     L = OnlineLearners(4, 3)
     tr = SimTransport(L)
     tr.allreduce("control", 8)
-    tr.p2p(np.array([1, 2]), 0, "violation", np.array([28, 40]))
+    tr.up(np.array([1, 2]), "violation", np.array([28, 40]))
+    tr.down(np.array([3, 1]), "control", 16)
     sent_b, recv_b, sent_m, recv_m = tr.counters()
     c, v = wire.CATEGORIES.index("control"), wire.CATEGORIES.index("violation")
-    assert list(sent_b[:, c]) == [8] * 4 and list(recv_m[:, c]) == [1] * 4
+    assert list(sent_b[:, c]) == [8 + 32, 8, 8, 8] and list(recv_m[:, c]) == [1, 2, 1, 2]
+    assert list(recv_b[:, c]) == [8, 24, 8, 24] and sent_m[0, c] == 3
     assert list(sent_b[:, v]) == [0, 28, 40, 0] and recv_b[0, v] == 68 and recv_m[0, v] == 2
+
+
+def test_central_counts_the_start_allreduce_at_every_rank():
+    k, T = 5, 20
+    result = simulate(DisjunctionStream(10, k, seed=1), T, ProtocolConfig(name="central"), LEARNER)
+    c = wire.CATEGORIES.index("control")
+    assert [list(row) for row in result["per_rank"]["sent_msgs"]] == [[0] * c + [1]] * k  # one Allreduce (T) each
+    assert result["messages_sent"]["control"] == k and result["model_messages"] == 0
 
 
 def test_bad_input_is_named():

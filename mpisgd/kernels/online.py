@@ -73,6 +73,21 @@ def set_models(ids, z, alpha, s, V, bias, P, Q, A, U, alpha_sum, s_sum, r, avera
 
 
 @njit(cache=True)
+def gather_models(ids, alpha, s, V, bias, out, nnz):
+    """out[i] = z of learner ids[i] = [s·v, b, α]; nnz[i] = the non-zeros of its v."""
+    n = V.shape[1]
+    for i in range(ids.shape[0]):
+        l = ids[i]
+        c = 0
+        for j in range(n):
+            out[i, j] = s[l] * V[l, j]
+            c += V[l, j] != 0.0
+        out[i, n] = bias[l]
+        out[i, n + 1] = alpha[l]
+        nnz[i] = c
+
+
+@njit(cache=True)
 def mean_model(alpha, s, V, bias, out):
     """out = (1/k) Σ_l z_l with z_l = [s_l·v_l, b_l, α_l], summed over l in order."""
     k, n = V.shape
