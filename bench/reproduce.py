@@ -1,7 +1,8 @@
 """Reproduce Kamp et al. (2014), Figure 1, and the comparisons beyond it.
 
     python bench/reproduce.py                      # everything (make reproduce)
-    python bench/reproduce.py --only neuralnet --nn-seeds 2 --resume   # the network on raw inputs
+    python bench/reproduce.py --resume             # continue an interrupted sweep
+    python bench/reproduce.py --only neuralnet,neuralnet-unit --nn-seeds 2 --out runs/nn
     python bench/reproduce.py --only disjunction --seeds 3 --rounds 2000 --out runs/try
 
 Each task is one stream (stream, seed): its rows are generated once per
@@ -22,7 +23,9 @@ Experiments (ALGORITHMS.md §4):
 - disjunction-sensitivity: the choices the paper leaves open, each changed
   alone, on none / static 8 / static 128 / dynamic Δ = 3 (b = 1).
 - disjunction-variants (``--only variants``): the burst variant at Δ = 3 with
-  burst fractions 0.1, 0.3, 0.5 (b = 1) and 0.3 (b = 8), on the disjunction's seeds.
+  burst fractions 0.1, 0.3, 0.5 (b = 1) and 0.3 (b = 8); the counter limit
+  (a full sync forced after 2k or 4k violations instead of k) at Δ = 3, 5, 7 (b = 1)
+  and 1, 2 (b = 8); on the disjunction's seeds.
 - disjunction-adaptive (``--only adaptive``): our adaptive check period
   (b = 1 after a check with violators, doubling up to 8 or 32 while quiet).
 - neuralnet: n = 150, k = 1,024, T = 2,500, the NeuralNetStream defaults
@@ -79,12 +82,17 @@ def disjunction_configs(deltas=DISJ_DELTAS):
 
 
 def variant_configs():
-    """Our variant: a burst of violations at one check answered by one immediate full sync."""
+    """Our variants: a burst of violations at one check answered by one immediate full
+    sync; and a counter that forces a full sync only after counter_limit·k violations."""
     out = [_cfg("none", "none"), _cfg("static b=8", "static", 8), _cfg("dynamic Δ=3 b=1", "dynamic", 1, 3.0)]
     for frac in (0.1, 0.3, 0.5):
         out.append(_cfg(f"dynamic Δ=3 b=1 burst={frac:g}", "dynamic", 1, 3.0, burst_fraction=frac))
     out.append(_cfg("dynamic Δ=3 b=8", "dynamic", 8, 3.0))
     out.append(_cfg("dynamic Δ=3 b=8 burst=0.3", "dynamic", 8, 3.0, burst_fraction=0.3))
+    out += [_cfg("dynamic Δ=5 b=1", "dynamic", 1, 5.0), _cfg("dynamic Δ=7 b=1", "dynamic", 1, 7.0),
+            _cfg("dynamic Δ=1 b=8", "dynamic", 8, 1.0), _cfg("dynamic Δ=2 b=8", "dynamic", 8, 2.0)]
+    for d, b, limit in ((3.0, 1, 2), (5.0, 1, 2), (5.0, 1, 4), (7.0, 1, 4), (1.0, 8, 2), (2.0, 8, 2)):
+        out.append(_cfg(f"dynamic Δ={d:g} b={b} limit={limit}", "dynamic", b, d, counter_limit=float(limit)))
     return out
 
 
@@ -251,7 +259,7 @@ def main(argv=None):
     p.add_argument("--no-report", action="store_true", help="skip tables and figures")
     p.add_argument("--resume", action="store_true", help="keep the streams already done in OUT/parts")
     p.add_argument("--nn-seeds", type=int, default=None, help="seeds of the network (default: --seeds)")
-    p.add_argument("--stationary-seeds", type=int, default=5, help="seeds of the stationary stream")
+    p.add_argument("--stationary-seeds", type=int, default=None, help="seeds of the stationary stream (default: --seeds)")
     p.add_argument("--report-only", action="store_true",
                    help="no new runs: merge the streams in OUT/parts that match the task list, then report")
     args = p.parse_args(argv)

@@ -54,6 +54,7 @@ class ProtocolConfig:
     augmentation: str = "random-one"
     counter_counts: str = "violators"  # what adds to the violation counter v
     counter_reset: str = "any-full-sync"  # which full syncs set v ← 0
+    counter_limit: float = 1.0  # variant: the counter forces a full sync at v ≥ counter_limit·k (paper: 1)
     burst_fraction: float = 0.0  # variant: ≥ this share of violators at one check → full sync (0 = off)
     seed: int = 0  # the coordinator's random augmentation
 
@@ -71,6 +72,8 @@ class ProtocolConfig:
         ):
             if value not in allowed:
                 raise MpisgdError(f"protocol: unknown {what} {value!r}; choose one of {', '.join(allowed)}")
+        if not (math.isfinite(self.counter_limit) and self.counter_limit > 0):
+            raise MpisgdError(f"protocol: counter_limit must be > 0, got {self.counter_limit!r}")
         if not 0.0 <= self.burst_fraction <= 1.0:
             raise MpisgdError(f"protocol: burst_fraction must be in [0, 1], got {self.burst_fraction!r}")
 
@@ -141,7 +144,7 @@ class Coordinator:
         self.stats.violations += len(members)
         self.stats.model_messages["violation"] += len(members)
         self.counter += len(members)  # v ← v + |B|
-        if self.counter >= k:  # hedging: too many violations since the last full sync
+        if self.counter >= cfg.counter_limit * k:  # hedging: too many violations since the last full sync
             self.full_sync(transport, "forced")
             return list(range(k))
         if cfg.burst_fraction > 0 and len(members) >= cfg.burst_fraction * k:
@@ -172,7 +175,8 @@ class Coordinator:
         self.stats.model_messages["balance"] += len(members)
         if everyone:  # B = all: the balanced mean is the new reference
             self.stats.full_syncs["augmented"] += 1
-            self.counter = 0
+            if cfg.counter_reset == "any-full-sync":
+                self.counter = 0
         else:
             self.stats.balancings += 1
         return sorted(members)

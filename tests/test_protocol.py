@@ -95,13 +95,15 @@ def test_full_sync_makes_all_models_equal_and_resets_reference():
     assert coordinator.stats.model_messages["full_sync"] == 10
 
 
+@pytest.mark.parametrize("limit", [1.0, 2.5])  # 1: the paper; 2.5: our variant, 2.5·k violations
 @pytest.mark.parametrize("k", [2, 3, 6])
-def test_violation_counter_forces_full_sync(k):
+def test_violation_counter_forces_full_sync(k, limit):
     reference = np.zeros(3)
     transport = DenseTransport(np.zeros((k, 3)), reference)
-    coordinator = Coordinator(ProtocolConfig(delta=1.0), k)
+    # forced-only: with k = 2 both learners form the balancing set, and an augmented-to-all sync would reset v
+    coordinator = Coordinator(ProtocolConfig(delta=1.0, counter_limit=limit, counter_reset="forced-only"), k)
     step = np.array([1.2, 0.0, 0.0])
-    for check in range(1, k + 1):
+    for check in range(1, int(limit * k) + 1):
         # two learners drift past Δ in opposite directions: their mean is r, so
         # balancing them needs nobody else, and only the counter grows
         i, j = (2 * check) % k, (2 * check + 1) % k
@@ -110,7 +112,7 @@ def test_violation_counter_forces_full_sync(k):
         violators = violators_of(transport, 1.0)
         counter_before = coordinator.counter
         coordinator.resolve(check, violators, transport.models[violators], transport)
-        if counter_before + len(violators) >= k:
+        if counter_before + len(violators) >= limit * k:
             assert coordinator.stats.full_syncs["forced"] == 1
             assert coordinator.counter == 0
             for row in transport.models:
@@ -158,6 +160,8 @@ def test_time_dependent_threshold():
         ({"delta": -1.0}, "delta"),
         ({"augmentation": "best"}, "augmentation"),
         ({"counter_counts": "x"}, "counter_counts"),
+        ({"counter_limit": 0.0}, "counter_limit"),
+        ({"counter_limit": float("nan")}, "counter_limit"),
         ({"burst_fraction": 2.0}, "burst_fraction"),
     ],
 )

@@ -16,6 +16,8 @@ def add_protocol_arguments(g):
                    help="what adds to the violation counter")
     g.add_argument("--counter-reset", choices=COUNTER_RESETS, default="any-full-sync",
                    help="which full syncs reset the violation counter")
+    g.add_argument("--counter-limit", type=float, default=1.0,
+                   help="variant: the counter forces a full sync after counter_limit·k violations (paper: 1)")
     g.add_argument("--burst-fraction", type=float, default=0.0,
                    help="variant: a full sync when at least this share of learners violate at once (0: off)")
     g.add_argument("--protocol-seed", type=int, default=0, help="seed of the random augmentation")
@@ -45,7 +47,8 @@ def protocol_config(args):
     return ProtocolConfig(
         name=args.protocol, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
         augmentation=args.augmentation, counter_counts=args.counter_counts,
-        counter_reset=args.counter_reset, burst_fraction=args.burst_fraction, seed=args.protocol_seed,
+        counter_reset=args.counter_reset, counter_limit=args.counter_limit, burst_fraction=args.burst_fraction,
+        seed=args.protocol_seed,
     )
 
 
