@@ -13,7 +13,10 @@ Per check point (t = rounds done, t ≡ 0 mod b):
 - static: ``coordinator.full_sync(transport, "static")`` (one Allreduce);
 - dynamic: violators = {l : ‖w_l − r‖² > Δ_t}; their violation messages, the
   control Allreduce of their count, then ``coordinator.resolve`` (which fetches,
-  balances, or syncs through the transport) and the END commands;
+  balances, or syncs through the transport) and the END commands. Checks
+  that find no violator change nothing but counters, so the learners run
+  through them inside one kernel call (``learn_until_violation``) and they
+  are counted in bulk;
 - none: nothing; central: one learner takes all k rows of a round, in
   learner order, and nothing is communicated.
 
@@ -48,9 +51,11 @@ class SimTransport:
     Counters per rank (``ranks``, default one per learner; central has k
     ranks and one learner) and category (``wire.CATEGORIES``), as the MPI
     runner keeps them: ``sent_bytes``, ``recv_bytes``, ``sent_msgs``,
-    ``recv_msgs``, each of shape (k, n_categories). Collective calls, where every rank sends
-    and receives the same buffer, are kept as one row ``_every_*`` added to
-    every rank when the counters are read (exact, and O(1) per call).
+    ``recv_msgs``, each of shape (k, n_categories). Collective calls, where
+    every rank sends and receives the same buffer, are kept as one row
+    ``_every_*`` added to every rank when the counters are read (exact, and
+    O(1) per call). Point-to-point messages always have rank 0 at one end
+    (``up``, ``down``, ``down_to_all``).
     """
 
     def __init__(self, learners, ranks=None):
