@@ -24,6 +24,7 @@ CASES = [
     ["--protocol", "dynamic", "--delta", "0.3", "--period", "1"],
     ["--protocol", "dynamic", "--delta", "0.2", "--period", "2", "--augmentation", "farthest"],
     ["--protocol", "dynamic", "--delta", "0.5", "--augmentation", "random-double", "--counter-counts", "contacted"],
+    ["--protocol", "dynamic", "--delta", "0.3", "--counter-limit", "2", "--counter-reset", "forced-only"],
     ["--protocol", "static", "--period", "3"],
     ["--protocol", "central"],
 ]
