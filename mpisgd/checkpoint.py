@@ -32,7 +32,7 @@ import numpy as np
 from mpisgd.atomic import atomic_path
 from mpisgd.errors import MpisgdError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late)
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out

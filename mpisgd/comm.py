@@ -32,6 +32,7 @@ VIOLATION, REQUEST, REPLY, BALANCED, NEWREF, COMMAND = 1, 2, 3, 4, 5, 6
 VIOLATION_ASYNC, EPOCHS = 1000, 16384
 # Commands (one int64, tag COMMAND).
 DIST, FULLSYNC, END, DONE, FINISH = 1, 2, 3, 4, 5
+DISTANCE = 7  # tag of a DIST reply (float64)
 
 _CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
 
@@ -121,10 +122,45 @@ class CountingComm:
         self._sent(category, sendbuf)
         self._received(category, recvbuf)
 
+    def Iallreduce(self, sendbuf, recvbuf, op, category):
+        """Nonblocking Allreduce, counted when it starts; keep both buffers alive
+        until the request completes."""
+        start = time.perf_counter()
+        request = self.comm.Iallreduce(sendbuf, recvbuf, op=op)
+        self.seconds += time.perf_counter() - start
+        self._sent(category, sendbuf)
+        self._received(category, recvbuf)
+        return request
+
     def wait(self, request):
         start = time.perf_counter()
         request.Wait()
         self.seconds += time.perf_counter() - start
+
+    def test(self, request):
+        """True when ``request`` has completed (never waits)."""
+        start = time.perf_counter()
+        done = request.Test()
+        self.seconds += time.perf_counter() - start
+        return done
+
+    # Metadata around a run (shapes, round counts, reports, checkpoints): not model
+    # traffic, so not counted.
+
+    def allgather_meta(self, obj):
+        return self.comm.allgather(obj)
+
+    def bcast_meta(self, obj, root=0):
+        return self.comm.bcast(obj, root=root)
+
+    def gather_meta(self, obj, root=0):
+        return self.comm.gather(obj, root=root)
+
+    def Gather_meta(self, sendbuf, recvbuf, root=0):
+        self.comm.Gather(sendbuf, recvbuf, root=root)
+
+    def max_meta(self, value):
+        return self.comm.allreduce(value, op=MPI.MAX)
 
     def counters(self):
         """{"sent"|"received": {category: {"messages", "bytes"}}} of this rank."""
@@ -148,44 +184,47 @@ class MPITransport:
     """The protocol's transport over MPI for one rank's learner.
 
     ``comm``: a CountingComm; ``learners``: this rank's OnlineLearners(k=1).
-    Rank 0 calls the coordinator side; the others call ``serve``.
-    ``asynchronous`` (async mode) makes model results add the progress a
-    learner made since it last sent its model (docs/RUNNING.md).
+    Rank 0 (``coordinating``) carries out the coordinator's requests; the
+    others answer them (``serve`` in sync mode, ``poll`` in async mode).
+
+    A learner remembers the model it last sent (violation, balance reply or
+    full-sync contribution): a result that arrives later is applied keeping
+    the steps it made since (``OnlineLearners.progress``), so that the
+    balancing set's mean is the mean of their current models (docs/WIRE.md).
     """
 
     def __init__(self, comm, learners, asynchronous=False):
         self.comm = comm
+        self.asynchronous = asynchronous
         self.learners = learners
         self.rank = comm.rank
         self.k = comm.size
         self.n = learners.n_features
-        self.asynchronous = asynchronous
-        self.serving = False  # rank 0: the followers are in serve() and need commands
-        # async: the model this rank last sent (violation or reply), and how many
-        # sync results (balanced models, new references, full syncs) it has received
-        self.last_sent = None
-        self.epoch = 0
+        self.coordinating = self.rank == 0
+        self.serving = False  # rank 0, sync mode: the followers are in serve() and need commands
+        self.last_sent = None  # z this learner last sent, until a result arrives
+        self.epoch = 0  # sync results (balanced models, new references, full syncs) received
         self.pending = False  # async: a violation of this rank awaits its resolution
-        self.results_sent = np.zeros(self.k, dtype=np.int64)  # rank 0, async: results sent to each rank
-        self._requests = []  # (request, buffer) of this rank's violation Isends
+        self.results_sent = np.zeros(self.k, dtype=np.int64)  # rank 0: results sent to each rank
+        self.dones = 0  # rank 0, async: followers that have learned their last round
+        self._sends = []  # (request, buffer) of nonblocking sends not known to be complete
+        self._full_sync = None  # async: this rank's full sync in flight
 
-    # -- helpers --------------------------------------------------------------
+    # -- this rank's learner ----------------------------------------------------
 
     def _model(self):
         """This rank's model z (dense, dim = n + 2)."""
         return self.learners.models([0])[0]
 
-    def _dense(self):
-        """This rank's model as dense [w, b] (n + 1)."""
-        coef, intercept = self.learners.weights(0)
-        return np.append(coef, intercept)
+    def _sent(self, z):
+        """Remember z as the model this learner last sent."""
+        self.last_sent = z
+        return z
 
     def _message(self):
-        """This rank's model message; async mode remembers what it sent."""
-        buf = self.learners.message(0)
-        if self.asynchronous:
-            self.last_sent = self._dense()
-        return buf
+        """This rank's model message (remembered as sent)."""
+        self._sent(self._model())
+        return self.learners.message(0)
 
     def _encode(self, z):
         """Model message of z = [u, b, α], relative to the current reference."""
@@ -194,29 +233,30 @@ class MPITransport:
         return wire.encode(z[self.n + 1], z[self.n], idx, u[idx], self.n)
 
     def _take(self, z, new_reference):
-        """This rank's learner takes model z (and, with new_reference, r ← z).
-
-        Async mode: the learner keeps the progress it made since it last sent
-        its model, w ← w(z) + (w_now − w_sent), so the mean over the balancing
-        set is the mean of the models that went into it plus every step taken
-        meanwhile (O(n), once per resolution that reaches this rank)."""
-        progress = None
-        if self.asynchronous and self.last_sent is not None:
-            progress = self._dense() - self.last_sent
+        """This rank's learner takes model z (with new_reference, r ← z too),
+        keeping the steps it made since it last sent its model."""
+        progress = None if self.last_sent is None else self.learners.progress(0, self.last_sent)
         if new_reference:
             self.learners.set_reference(z)
+            if progress is not None:
+                self.learners.take(0, self._model(), progress)
         else:
-            self.learners.set_models([0], z)
-        if progress is not None and progress.any():
-            z = self._model()
-            z[: self.n + 1] += progress  # u ← u + Δw, b ← b + Δb (α unchanged)
-            self.learners.set_models([0], z)
-        self._result_received()
-
-    def _result_received(self):
+            self.learners.take(0, z, progress)
         self.epoch += 1
         self.pending = False
         self.last_sent = None
+
+    def _isend(self, buf, dest, tag, category):
+        self._sends.append((self.comm.Isend(buf, dest, tag, category), buf))
+
+    def complete_sends(self):
+        """Wait for this rank's nonblocking sends (their receivers are known to take them)."""
+        for request, _buf in self._sends:
+            self.comm.wait(request)
+        self._sends = []
+
+    def _prune_sends(self):
+        self._sends = [(r, b) for r, b in self._sends if not self.comm.test(r)]
 
     # -- collective steps (every rank) ------------------------------------------
 
@@ -233,30 +273,41 @@ class MPITransport:
         self.comm.Allreduce(z, total, MPI.SUM, "full_sync")
         return total / self.k
 
-    def static_sync(self):
-        """Every learner takes the mean model, which becomes r (static protocol)."""
-        self.learners.set_reference(self.allreduce_model())
-        self._result_received()
+    def full_sync(self):
+        """Every learner takes the mean of all models, which becomes r (blocking;
+        inside a sync-mode resolution rank 0 first commands the serving followers)."""
+        if self.serving:
+            for i in range(1, self.k):
+                self.comm.Send(_int64(FULLSYNC), i, COMMAND, "control")
+        if self.coordinating:
+            self.results_sent += 1
+        self.last_sent = None  # every current model goes into the mean
+        self._take(self.allreduce_model(), True)
 
-    def exchange_violations(self, violating):
-        """Check point of the dynamic protocol (sync mode), steps 1–3 of docs/WIRE.md.
+    # -- sync mode: a check begun at one check point, settled at the next --------
 
-        Rank l ≠ 0 Isends its model if ``violating``; everyone learns the number
-        of violators. Returns the count, and on rank 0 also the violator ids
-        (itself first if it violates, then increasing ranks) and their models z.
-        """
-        if violating and self.rank != 0:
-            buf = self._message()
-            self._requests.append((self.comm.Isend(buf, 0, VIOLATION, "violation"), buf))
-        count = np.zeros(1, dtype=np.int64)
-        self.comm.Allreduce(_int64(int(bool(violating))), count, MPI.SUM, "control")
-        count = int(count[0])
-        if self.rank != 0:
-            return count, None, None
-        violators, models = [], []
+    def begin_check(self, delta):
+        """Check the local condition ‖w − r‖² ≤ Δ; a violator ≠ 0 Isends its
+        model to rank 0, and every rank starts the nonblocking sum of violators."""
+        violating = bool(self.learners.distances()[0] > delta)
+        own = None
         if violating:
-            violators.append(0)
-            models.append(self._model())
+            if self.coordinating:
+                own = self._sent(self._model())
+            else:
+                self._isend(self._message(), 0, VIOLATION, "violation")
+        flag, count = _int64(int(violating)), np.zeros(1, dtype=np.int64)
+        return self.comm.Iallreduce(flag, count, MPI.SUM, "control"), flag, count, own
+
+    def end_check(self, handle):
+        """Complete a check: (count, violators, models); violators and models on
+        rank 0 only (itself first if it violated, then increasing ranks)."""
+        request, _flag, count, own = handle
+        self.comm.wait(request)
+        count = int(count[0])
+        if not self.coordinating:
+            return count, None, None
+        violators, models = ([0], [own]) if own is not None else ([], [])
         received = {}
         for _ in range(count - len(violators)):
             buf, src, _tag = self.comm.recv_bytes_message(MPI.ANY_SOURCE, VIOLATION, "violation")
@@ -266,81 +317,92 @@ class MPITransport:
             models.append(received[src])
         return count, violators, models
 
-    def finish_violation(self):
-        """Follower: complete the Isends of its violation messages (rank 0 has
-        received them all by the time it sends END or FINISH)."""
-        for request, _buf in self._requests:
-            self.comm.wait(request)
-        self._requests = []
+    def open_resolution(self):
+        """Rank 0: the followers now serve until ``close_resolution``."""
+        self.serving = True
 
-    # -- coordinator side (rank 0) ----------------------------------------------
+    def close_resolution(self):
+        """Rank 0: END to every follower."""
+        for i in range(1, self.k):
+            self.comm.Send(_int64(END), i, COMMAND, "control")
+        self.serving = False
+
+    def settled(self):
+        """After a check's resolution: complete this rank's violation Isends."""
+        self.complete_sends()
+        self.last_sent = None
+
+    # -- coordinator side, blocking (rank 0, sync mode) -------------------------
 
     def fetch(self, ids):
         """Models z of learners ids: REQUEST to each (balance_request), their replies (balance_reply)."""
-        ids = [int(i) for i in ids]
-        for i in ids:
-            if i != 0:
-                self.comm.Send(_int64(i), i, REQUEST, "balance_request")
-        out = np.empty((len(ids), self.n + 2), dtype=np.float64)
-        for row, i in enumerate(ids):
-            if i == 0:
-                out[row] = self._model()
-            else:
-                buf, _src, _tag = self.comm.recv_bytes_message(i, REPLY, "balance_reply")
-                out[row] = self.learners.decode(buf)
-        return out
+        return _wait(self.start_fetch(ids))
 
     def divergence(self, model):
         return float(self.learners.divergence(np.asarray(model, dtype=np.float64)))
 
     def distances(self):
         """Every learner's ‖w_l − r‖²: a DIST command and a float64 reply per rank (control)."""
-        for i in range(1, self.k):
-            self.comm.Send(_int64(DIST), i, COMMAND, "control")
-        out = np.empty(self.k, dtype=np.float64)
-        out[0] = self.learners.distances()[0]
-        value = np.empty(1, dtype=np.float64)
-        for i in range(1, self.k):
-            self.comm.Recv(value, i, REPLY, "control")
-            out[i] = value[0]
-        return out
+        return _wait(self.start_distances())
 
     def send_balanced(self, ids, model, new_reference):
         """Learners ids take ``model`` (balance_result); with new_reference it also becomes r."""
         model = np.asarray(model, dtype=np.float64)
         buf = self._encode(model)
         tag = NEWREF if new_reference else BALANCED
+        mine = False
         for i in ids:
             i = int(i)
             self.results_sent[i] += 1
-            if i != 0:
-                self.comm.Send(buf, i, tag, "balance_result")
-        if new_reference or 0 in [int(i) for i in ids]:
+            if i == 0:
+                mine = True
+            else:
+                self._isend(buf, i, tag, "balance_result")
+        if mine or new_reference:
             self._take(model, new_reference)
+        self._prune_sends()
 
-    def full_sync(self):
-        """Every learner takes the mean of all models, which becomes r."""
-        if self.serving:
-            for i in range(1, self.k):
-                self.comm.Send(_int64(FULLSYNC), i, COMMAND, "control")
-        self.results_sent += 1
-        self.static_sync()
+    # -- coordinator side, nonblocking (rank 0; blocking calls wait on these) ----
 
-    def end(self):
-        """Release the followers from serve()."""
+    def start_fetch(self, ids):
+        ids = [int(i) for i in ids]
+        for i in ids:
+            if i != 0:
+                self._isend(_int64(i), i, REQUEST, "balance_request")
+        return _Replies(self, ids, REPLY, "balance_reply")
+
+    def start_distances(self):
         for i in range(1, self.k):
-            self.comm.Send(_int64(END), i, COMMAND, "control")
+            self._isend(_int64(DIST), i, COMMAND, "control")
+        return _Replies(self, list(range(self.k)), DISTANCE, "control")
 
-    # -- follower side (ranks ≠ 0) ----------------------------------------------
+    def start_full_sync(self):
+        """Async full sync: FULLSYNC to every follower, and this rank's part of
+        the nonblocking Allreduce; completes through the returned handle."""
+        for i in range(1, self.k):
+            self._isend(_int64(FULLSYNC), i, COMMAND, "control")
+        self.results_sent += 1
+        return self._join_full_sync()
+
+    def _join_full_sync(self):
+        z = self._sent(self._model())
+        total = np.empty_like(z)
+        self._full_sync = _FullSync(self, self.comm.Iallreduce(z, total, MPI.SUM, "full_sync"), total)
+        self.pending = True  # no own checks until the mean arrives
+        return self._full_sync
+
+    # -- follower side ------------------------------------------------------------
 
     def serve(self):
-        """Answer rank 0 until END (sync mode)."""
+        """Sync mode: answer rank 0 until END."""
         while self.handle(self.comm.probe(0, MPI.ANY_TAG)) != END:
             pass
 
     def poll(self):
         """Async mode: answer whatever rank 0 has sent, without waiting.
         Returns FINISH when rank 0 has ended the run."""
+        if self._full_sync is not None:
+            self._full_sync.test()
         while True:
             found = self.comm.probe(0, MPI.ANY_TAG, block=False)
             if found is None:
@@ -352,6 +414,8 @@ class MPITransport:
         """Follower: act on one message from rank 0 (already probed as ``found``).
         Returns the command code for COMMAND messages, else None."""
         _src, tag = found
+        if self._full_sync is not None:  # rank 0 sends more only once every rank has joined it
+            _wait(self._full_sync)
         if tag == REQUEST:
             req = np.empty(1, dtype=np.int64)
             self.comm.Recv(req, 0, REQUEST, "balance_request")
@@ -367,55 +431,128 @@ class MPITransport:
         self.comm.Recv(cmd, 0, COMMAND, "control")
         code = int(cmd[0])
         if code == DIST:
-            self.comm.Send(np.array([self.learners.distances()[0]]), 0, REPLY, "control")
+            self.comm.Send(np.array([self.learners.distances()[0]]), 0, DISTANCE, "control")
         elif code == FULLSYNC:
-            self.static_sync()
+            if self.asynchronous:
+                self._join_full_sync()
+            else:
+                self.full_sync()
         return code
 
-    # -- async mode ---------------------------------------------------------------
-
     def send_violation_async(self):
-        """Follower: Isend this rank's model as a violation tagged with its epoch."""
-        # drop the requests already completed; never wait here (rank 0 may be
-        # waiting for this rank's reply to a balance request)
-        self._requests = [(r, b) for r, b in self._requests if not r.Test()]
-        buf = self._message()
-        tag = VIOLATION_ASYNC + self.epoch % EPOCHS
-        self._requests.append((self.comm.Isend(buf, 0, tag, "violation"), buf))
+        """Follower, async: Isend this rank's model as a violation tagged with its epoch."""
+        self._prune_sends()  # never wait here: rank 0 may be waiting for this rank's reply
+        self._isend(self._message(), 0, VIOLATION_ASYNC + self.epoch % EPOCHS, "violation")
         self.pending = True
 
     def send_done(self):
         """Follower, async: tell rank 0 this rank has learned its last round."""
         self.comm.Send(_int64(DONE), 0, COMMAND, "control")
 
-    def collect_async(self, block):
-        """Rank 0, async: receive the violations and DONE notices that have arrived
-        (wait for at least one message when ``block``). Returns (violators, models,
-        dones): violations overtaken by a resolution that already included their
-        sender are dropped (the sender's pending state was cleared by that result)."""
-        violators, models, dones = [], [], 0
+    def serve_until_finish(self):
+        """Follower, async, after its last round: answer rank 0 until FINISH."""
+        while self.poll() != FINISH:
+            pass
+        if self._full_sync is not None:
+            _wait(self._full_sync)
+        self.complete_sends()
+
+    # -- rank 0, async ---------------------------------------------------------------
+
+    def own_violation(self):
+        """Rank 0, async: its own violation, as (0, epoch, model)."""
+        self.pending = True
+        return 0, self.epoch % EPOCHS, self._sent(self._model())
+
+    def collect(self):
+        """Rank 0, async: the violations (src, epoch, model) that have arrived;
+        DONE notices are counted in ``dones``."""
+        out = []
         while True:
-            found = self.comm.probe(MPI.ANY_SOURCE, MPI.ANY_TAG, block=block and not (violators or dones))
+            found = self.comm.probe(MPI.ANY_SOURCE, MPI.ANY_TAG, block=False)
             if found is None:
-                break
+                return out
             src, tag = found
-            if tag == COMMAND:
+            if tag >= VIOLATION_ASYNC:
+                buf, _s, _t = self.comm.recv_bytes_message(src, tag, "violation")
+                out.append((src, tag - VIOLATION_ASYNC, self.learners.decode(buf)))
+            elif tag == COMMAND:
                 cmd = np.empty(1, dtype=np.int64)
                 self.comm.Recv(cmd, src, COMMAND, "control")
                 if int(cmd[0]) != DONE:
                     raise MpisgdError(f"rank 0: unexpected command {int(cmd[0])} from rank {src}")
-                dones += 1
-            elif tag >= VIOLATION_ASYNC:
-                buf, _s, _t = self.comm.recv_bytes_message(src, tag, "violation")
-                if (tag - VIOLATION_ASYNC) == self.results_sent[src] % EPOCHS:
-                    violators.append(src)
-                    models.append(self.learners.decode(buf))
+                self.dones += 1
+            elif tag in (REPLY, DISTANCE):
+                return out  # awaited by a pending fetch or distances: taken there
             else:
                 raise MpisgdError(f"rank 0: unexpected message tag {tag} from rank {src}")
-        order = np.argsort(violators, kind="stable")
-        return [violators[i] for i in order], [models[i] for i in order], dones
+
+    def current(self, src, epoch):
+        """A violation is current when its sender had received every result
+        sent to it: otherwise a resolution has included the sender since."""
+        return epoch == self.results_sent[src] % EPOCHS
 
     def finish(self):
         """Rank 0, async: release the followers from their final serving loop."""
         for i in range(1, self.k):
             self.comm.Send(_int64(FINISH), i, COMMAND, "control")
+        self.complete_sends()
+
+
+def _wait(handle):
+    """Block until a nonblocking step completes; returns its value."""
+    while True:
+        done, value = handle.test()
+        if done:
+            return value
+
+
+class _Replies:
+    """Rank 0: one reply per learner of ``ids`` (rank 0's own answered locally):
+    models z (balance replies) or ‖w_l − r‖² (distances)."""
+
+    def __init__(self, transport, ids, tag, category):
+        self.tr, self.ids, self.tag, self.category = transport, ids, tag, category
+        width = transport.n + 2 if tag == REPLY else 1
+        self.out = np.empty((len(ids), width), dtype=np.float64)
+        self.missing = {}
+        for row, i in enumerate(ids):
+            if i == 0:
+                self.out[row] = transport._model() if tag == REPLY else transport.learners.distances()[0]
+            else:
+                self.missing[i] = row
+
+    def test(self):
+        tr = self.tr
+        for i in list(self.missing):
+            if tr.comm.probe(i, self.tag, block=False) is None:
+                continue
+            row = self.missing.pop(i)
+            if self.tag == REPLY:
+                buf, _s, _t = tr.comm.recv_bytes_message(i, REPLY, self.category)
+                self.out[row] = tr.learners.decode(buf)
+            else:
+                value = np.empty(1, dtype=np.float64)
+                tr.comm.Recv(value, i, self.tag, self.category)
+                self.out[row] = value
+        if self.missing:
+            return False, None
+        return True, (self.out if self.tag == REPLY else self.out[:, 0])
+
+
+class _FullSync:
+    """This rank's part of an async full sync: when the Allreduce completes, the
+    learner takes the mean as its new reference, keeping its steps since."""
+
+    def __init__(self, transport, request, total):
+        self.tr, self.request, self.total = transport, request, total
+
+    def test(self):
+        tr = self.tr
+        if tr._full_sync is not self:
+            return True, None
+        if not tr.comm.test(self.request):
+            return False, None
+        tr._full_sync = None
+        tr._take(self.total / tr.k, True)
+        return True, None

@@ -183,6 +183,23 @@ class OnlineLearners:
                           self.alpha, self.s, self.V, self.bias, self.P, self.Q,
                           self.A, self.U, self.alpha_sum, self.s_sum, self.r, self.average)  # fmt: skip
 
+    def progress(self, l, z_sent):
+        """(Δw, Δb): learner l's steps since its model was ``z_sent`` (same
+        reference r). With w = α·r + u: Δw = Δα·r + Δu (dense, O(n))."""
+        n = self.n_features
+        d = self.models([l])[0] - z_sent
+        return d[n + 1] * self.r + d[:n], float(d[n])
+
+    def take(self, l, z, progress=None):
+        """Learner l takes model z; with ``progress`` (``progress()`` taken
+        before) it keeps the steps it made since it sent its model: w ← w(z) + Δw."""
+        if progress is not None:
+            dw, db = progress
+            z = np.array(z, dtype=np.float64)
+            z[: self.n_features] += dw  # u ← u + Δw (α of z unchanged)
+            z[self.n_features] += db
+        self.set_models([l], z)
+
     def set_reference(self, z):
         """Every learner takes the model z, which becomes the new reference."""
         n = self.n_features

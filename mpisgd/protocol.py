@@ -38,6 +38,7 @@ import numpy as np
 from mpisgd.errors import MpisgdError
 
 PROTOCOLS = ("none", "static", "dynamic", "central")
+MODES = ("async", "sync")  # how the dynamic protocol runs: CheckPoints (sync) or AsyncCoordinator
 AUGMENTATIONS = ("random-one", "random-double", "farthest")
 COUNTER_COUNTS = ("violators", "contacted")
 COUNTER_RESETS = ("any-full-sync", "forced-only")
@@ -118,22 +119,32 @@ class Coordinator:
 
     # -- full syncs ---------------------------------------------------------
 
-    def full_sync(self, transport, cause):
+    def full_sync_steps(self, cause):
         """Every learner takes the mean model, which becomes the reference."""
-        transport.full_sync()
+        yield ("full_sync",)
         self.stats.full_syncs[cause] += 1
         self.stats.model_messages["full_sync"] += 2 * self.k  # k up + k down
         if self.config.counter_reset == "any-full-sync" or cause == "forced":
             self.counter = 0
 
+    def full_sync(self, transport, cause):
+        """``full_sync_steps`` against a blocking ``transport``."""
+        drive(self.full_sync_steps(cause), transport)
+
     # -- dynamic protocol ---------------------------------------------------
 
-    def resolve(self, t, violators, models, transport):
-        """Resolve the violations of one check (Kamp et al., Algorithm 1).
+    def resolution(self, t, violators, models):
+        """Resolve the violations of one check (Kamp et al., Algorithm 1), as a
+        generator of transport requests.
 
         ``violators``: ids of the learners whose local condition failed;
-        ``models``: their models, as they sent them. Returns the balancing set
-        (all learners after a full sync).
+        ``models``: their models, as they sent them. Every step that needs the
+        transport is yielded as a tuple ``(method, *args)`` naming a transport
+        method (``fetch``, ``divergence``, ``distances``, ``send_balanced``,
+        ``full_sync``), and the generator is resumed with its result, so that
+        a blocking driver (``resolve``) and a nonblocking one
+        (``AsyncCoordinator``) run the same decisions. Returns the balancing
+        set (all learners after a full sync).
         """
         cfg, k = self.config, self.k
         members = [int(i) for i in violators]
@@ -145,10 +156,10 @@ class Coordinator:
         self.stats.model_messages["violation"] += len(members)
         self.counter += len(members)  # v ← v + |B|
         if self.counter >= cfg.counter_limit * k:  # hedging: too many violations since the last full sync
-            self.full_sync(transport, "forced")
+            yield from self.full_sync_steps("forced")
             return list(range(k))
         if cfg.burst_fraction > 0 and len(members) >= cfg.burst_fraction * k:
-            self.full_sync(transport, "burst")
+            yield from self.full_sync_steps("burst")
             return list(range(k))
 
         delta = self.threshold(t)
@@ -158,11 +169,11 @@ class Coordinator:
         inside[members] = True
         # Augment B until its mean lies within Δ of r (then every member, taking
         # that mean, meets its local condition), or B is everyone.
-        while len(members) < k and transport.divergence(total / len(members)) > delta:
+        while len(members) < k and (yield ("divergence", total / len(members))) > delta:
             if cfg.augmentation == "farthest" and distances is None:
-                distances = np.asarray(transport.distances(), dtype=np.float64)
+                distances = np.asarray((yield ("distances",)), dtype=np.float64)
             new = self._augment(inside, distances)
-            total += np.asarray(transport.fetch(np.array(new)), dtype=np.float64).sum(axis=0)
+            total += np.asarray((yield ("fetch", np.array(new))), dtype=np.float64).sum(axis=0)
             members += new
             inside[new] = True
             self.stats.augmented += len(new)
@@ -171,7 +182,7 @@ class Coordinator:
                 self.counter += len(new)
         mean = total / len(members)
         everyone = len(members) == k
-        transport.send_balanced(np.array(sorted(members)), mean, everyone)
+        yield ("send_balanced", np.array(sorted(members)), mean, everyone)
         self.stats.model_messages["balance"] += len(members)
         if everyone:  # B = all: the balanced mean is the new reference
             self.stats.full_syncs["augmented"] += 1
@@ -180,6 +191,10 @@ class Coordinator:
         else:
             self.stats.balancings += 1
         return sorted(members)
+
+    def resolve(self, t, violators, models, transport):
+        """``resolution`` run to completion against a blocking ``transport``."""
+        return drive(self.resolution(t, violators, models), transport)
 
     def count_quiet(self, checks):
         """Checks that found no violator: nothing to resolve."""
@@ -196,3 +211,163 @@ class Coordinator:
             return [int(i) for i in self.rng.choice(outside, size=m, replace=False)]
         # farthest: the outsider farthest from r, by the distances each learner keeps
         return [int(outside[np.argmax(distances[outside])])]
+
+
+def drive(steps, transport):
+    """Run a generator of transport requests (``Coordinator.resolution``,
+    ``full_sync_steps``) to completion, each request a blocking call of
+    ``transport``; returns the generator's value."""
+    reply = None
+    try:
+        while True:
+            method, *args = steps.send(reply)
+            reply = getattr(transport, method)(*args)
+    except StopIteration as stop:
+        return stop.value
+
+
+class CheckPoints:
+    """What happens at a check point of the deterministic mode (``--mode sync``
+    of ``mpisgd train``; the simulator's ``--mode sync``), on every rank.
+
+    - static: a full sync (Allreduce) every b rounds;
+    - dynamic: the check of round t is *begun* at t (every learner checks its
+      local condition, violators send their models, and a nonblocking sum of
+      violators starts) and *settled* at the next check point (or at the end
+      of the run), so that the agreement travels while the learners learn b
+      more rounds. If anyone violated, rank 0 resolves (``Coordinator``) while
+      the others serve it; the violators keep the steps they made since they
+      sent (docs/ALGORITHMS.md §4). With ``lagged=False`` a check is settled
+      as soon as it is begun (the simulator's count of the paper's instant
+      resolution, used for ``--mode async``).
+    - none, central: nothing.
+
+    The transport (``MPITransport`` or ``SimTransport``) provides
+    ``coordinating``, ``begin_check(Δ)``, ``end_check(handle)``,
+    ``open_resolution``/``close_resolution``, ``serve`` and ``settled``, plus
+    the coordinator's requests (``Coordinator.resolution``).
+    """
+
+    def __init__(self, coordinator, lagged=True):
+        self.coordinator = coordinator
+        self.lagged = lagged
+        self.pending = None  # (t, handle) of the check begun and not yet settled
+
+    def check(self, t, transport):
+        """The check point after round t. Returns the balancing set settled
+        here on the coordinating rank (all learners after a full sync), else None."""
+        name = self.coordinator.config.name
+        if name == "static":
+            self.coordinator.full_sync(transport, "static")
+            return list(range(self.coordinator.k))
+        if name != "dynamic":
+            return None
+        members = self.settle(transport) if self.lagged else None
+        self.pending = (t, transport.begin_check(self.coordinator.threshold(t)), None)
+        if not self.lagged:
+            members = self.settle(transport)
+        return members
+
+    def agree(self, transport):
+        """Complete the agreement of the pending check (the resolution waits
+        for its check point). Returns (t, count, violators, models), or None
+        when no check is pending; a checkpoint saves it (``restore``)."""
+        if self.pending is None:
+            return None
+        t, handle, agreed = self.pending
+        if agreed is None:
+            agreed = transport.end_check(handle)
+            self.pending = (t, handle, agreed)
+        return (t, *agreed)
+
+    def restore(self, t, count, violators, models):
+        """The pending check as ``agree`` returned it (a resumed run)."""
+        self.pending = (t, None, (count, violators, models))
+
+    def settle(self, transport):
+        """Settle the pending check, if any (every rank)."""
+        agreed = self.agree(transport)
+        if agreed is None:
+            return None
+        self.pending = None
+        t, count, violators, models = agreed
+        members = None
+        if count == 0:
+            self.coordinator.count_quiet(1)
+        elif transport.coordinating:
+            transport.open_resolution()
+            members = self.coordinator.resolve(t, violators, models, transport)
+            transport.close_resolution()
+        else:
+            transport.serve()
+        transport.settled()
+        return members
+
+
+class AsyncCoordinator:
+    """Rank 0's side of ``--mode async``: resolves violations as they arrive,
+    one resolution at a time, and never waits.
+
+    ``progress(t)`` takes the violations that have arrived and advances the
+    current resolution (``Coordinator.resolution``) as far as it can: the
+    transport's ``start_fetch``, ``start_distances`` and ``start_full_sync``
+    return handles whose ``test()`` says whether the answer is in; every other
+    request completes at once. A violation whose sender has received a result
+    since it sent it is dropped: that result already included the sender.
+    """
+
+    NONBLOCKING = {"fetch": "start_fetch", "distances": "start_distances", "full_sync": "start_full_sync"}
+
+    def __init__(self, coordinator, transport):
+        self.coordinator, self.transport = coordinator, transport
+        self.queue = []  # (src, epoch, model) of violations not yet resolved
+        self.active = None  # the resolution under way (a generator)
+        self.waiting = None  # the handle it waits on
+        self.members = None  # the last balancing set
+
+    @property
+    def idle(self):
+        return self.active is None and not self.queue
+
+    def violate(self, violation):
+        """Rank 0's own violation (src 0, epoch, model)."""
+        self.queue.append(violation)
+
+    def progress(self, t):
+        """Advance without waiting (t: rank 0's rounds done, for Δ_t)."""
+        self.queue.extend(self.transport.collect())
+        while True:
+            if self.waiting is not None:
+                done, reply = self.waiting.test()
+                if not done:
+                    return
+                self.waiting = None
+            elif self.active is None:
+                if not self._start(t):
+                    return
+                reply = None
+            self._run(reply)
+
+    def _start(self, t):
+        """Begin resolving the current queued violations; False if there are none."""
+        tr = self.transport
+        current = sorted(((src, model) for src, epoch, model in self.queue if tr.current(src, epoch)), key=lambda v: v[0])
+        self.queue = []
+        if not current:
+            return False
+        self.active = self.coordinator.resolution(t, [s for s, _m in current], [m for _s, m in current])
+        return True
+
+    def _run(self, reply):
+        """Resume the resolution with ``reply`` and carry out its requests until
+        it waits on one or ends."""
+        while True:
+            try:
+                method, *args = self.active.send(reply)
+            except StopIteration as stop:
+                self.active, self.members = None, stop.value
+                return
+            if method in self.NONBLOCKING:
+                self.waiting = getattr(self.transport, self.NONBLOCKING[method])(*args)
+                return
+            reply = getattr(self.transport, method)(*args)

@@ -7,17 +7,24 @@ loss and error charged, then learned from. The run lasts T rounds, T the
 longest stream; a shorter stream stops learning after its last row but its
 learner keeps taking part in every check and sync (docs/WIRE.md).
 
-Modes (docs/RUNNING.md):
+Modes of the dynamic protocol (docs/RUNNING.md; the other protocols have one):
 
-- ``sync``: lock-step rounds; at every b-th round each learner checks its
-  local condition, and the protocol runs to completion before anyone goes
-  on. The same seeds give the same messages and the same final model.
-- ``async`` (dynamic protocol): a violator sends its model and goes on
-  learning without waiting; it skips its own checks while its resolution is
-  pending and, when the balanced model arrives, keeps the progress it made
-  meanwhile. Followers answer rank 0 whenever they poll (every
+- ``async``, the default: only violations and their resolutions
+  communicate. A learner checks its local condition at every b-th round; a
+  violator sends its model to rank 0 and goes on learning without waiting,
+  skips its own checks while its resolution is pending and, when the
+  balanced model arrives, keeps the progress it made meanwhile. A quiet
+  check sends nothing. Followers answer rank 0 whenever they poll (every
   ``poll_rows`` rounds and at their check points); rank 0 resolves the
-  violations that have arrived between its own blocks of rows.
+  violations that have arrived between its own blocks of rows, never
+  waiting (``mpisgd.protocol.AsyncCoordinator``), and full syncs are
+  nonblocking Allreduces.
+- ``sync``: deterministic. The check of round t is begun at t and settled
+  at the next check point (``mpisgd.protocol.CheckPoints``): the agreement
+  on the number of violators (a nonblocking Allreduce) travels while the
+  learners learn; a resolution, if any, runs to completion before anyone
+  goes on. The same seeds give the same messages and the same final model,
+  and the simulator counts exactly these messages.
 
 ``central``: rank 0 alone is the one learner of the serial reference, which
 processes round t of every stream in stream order; the other ranks idle.
@@ -28,8 +35,9 @@ report.json and timeline.csv when given an output directory.
 
 Sync mode can checkpoint at the end of a round (``mpisgd.checkpoint``) and
 resume from one: the learners' state, the stream position, the counters and
-timers, the timeline and, on rank 0, the coordinator's counter, statistics
-and random generator; the resumed run ends exactly as the uninterrupted one.
+timers, the timeline, the agreed check awaiting its resolution and, on rank
+0, the coordinator's counter, statistics and random generator; the resumed
+run ends exactly as the uninterrupted one.
 """
 
 import json
@@ -41,233 +49,9 @@ import numpy as np
 
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
-from mpisgd.protocol import Coordinator, ProtocolConfig
+from mpisgd.protocol import MODES, AsyncCoordinator, CheckPoints, Coordinator, ProtocolConfig
 from mpisgd.wire import CATEGORIES
 
-MODES = ("sync", "async")
-
-
-# -- row sources ------------------------------------------------------------------
-
-
-class RowSource:
-    """One learner's stream of rows, served in pieces of at most m rows.
-
-    Subclasses give ``n_rows``, ``n_features``, ``describe`` and ``_blocks()``,
-    a generator of CSR blocks (indptr from 0, indices int32, data float64, y).
-    ``io_seconds`` is the time spent waiting for blocks.
-    """
-
-    n_rows = 0
-    n_features = 0
-    describe = ""
-    rounds = property(lambda self: self.n_rows)  # rounds of the stream
-
-    def rows_until(self, t):
-        """Rows in rounds [0, t)."""
-        return min(t, self.n_rows)
-
-    def __init__(self):
-        self._gen = None
-        self._block = None
-        self._pos = 0
-        self._io = 0.0
-        self._start = 0  # first row served (``seek``)
-
-    def seek(self, t):
-        """Start the stream at round t (a resumed run), before any row is taken."""
-        if self._gen is not None:
-            raise RuntimeError("seek: rows have been taken already")
-        self._start = self.rows_until(t)
-
-    @property
-    def io_seconds(self):
-        """Time spent waiting for blocks (reading or generating rows)."""
-        return self._io
-
-    def _blocks(self):
-        raise NotImplementedError
-
-    def take(self, m):
-        """Up to m next rows as CSR (indptr from 0; indices, data and y are views
-        of the block). Fewer rows at the end of a block; None at the end of the
-        stream."""
-        if self._gen is None:
-            self._gen = self._blocks()
-        while self._block is None or self._pos >= len(self._block[3]):
-            start = time.perf_counter()
-            try:
-                self._block = next(self._gen)
-            except StopIteration:
-                self._block = None
-                self._io += time.perf_counter() - start
-                return None
-            self._io += time.perf_counter() - start
-            self._pos = 0
-        indptr, indices, data, y = self._block
-        lo = self._pos
-        hi = min(len(y), lo + m)
-        self._pos = hi
-        a, b = indptr[lo], indptr[hi]
-        return indptr[lo : hi + 1] - a, indices[a:b], data[a:b], y[lo:hi]
-
-    def close(self):
-        if self._gen is not None:
-            self._gen.close()
-
-
-class ArraySource(RowSource):
-    """Rows held in memory as CSR arrays (tests, small data)."""
-
-    def __init__(self, indptr, indices, data, y, n_features, describe="in-memory"):
-        super().__init__()
-        self.arrays = (np.asarray(indptr, np.int64), np.asarray(indices, np.int32),
-                       np.asarray(data, np.float64), np.asarray(y, np.float64))
-        self.n_rows = len(self.arrays[3])
-        self.n_features = int(n_features)
-        self.describe = describe
-
-    def _blocks(self):
-        if self._start < self.n_rows:
-            ip, ix, d, y = self.arrays
-            a, b = ip[self._start], ip[-1]
-            yield ip[self._start :] - a, ix[a:b], d[a:b], y[self._start :]
-
-
-class StreamSource(RowSource):
-    """Learner ``learner``'s rows of a synthetic stream (``mpisgd.data.synthetic``),
-    rounds [0, rounds), generated in blocks of ``block_rows``."""
-
-    def __init__(self, stream, learner, rounds, block_rows=4096):
-        super().__init__()
-        self.stream, self.learner = stream, int(learner)
-        self.n_rows = int(rounds)
-        self.n_features = stream.n_features
-        self.block_rows = int(block_rows)
-        self.describe = f"synthetic:{stream.name}[learner {learner}]"
-
-    def _blocks(self):
-        # counter-based: any round can be generated directly
-        for t0 in range(self._start, self.n_rows, self.block_rows):
-            yield self.stream.rows(t0, min(self.n_rows, t0 + self.block_rows), [self.learner])
-
-
-class ShardSource(RowSource):
-    """The rows of one or more HDF5 shards, in order, read ahead in blocks."""
-
-    def __init__(self, paths, block_rows=4096):
-        from mpisgd.data.shard import open_shard
-
-        super().__init__()
-        self.paths = [os.fspath(p) for p in paths]
-        self.block_rows = int(block_rows)
-        n_features = set()
-        self._shard_rows = []
-        for p in self.paths:
-            with open_shard(p) as shard:
-                self.n_rows += shard.n_rows
-                self._shard_rows.append(shard.n_rows)
-                n_features.add((shard.n_features, p))
-        if len({n for n, _ in n_features}) > 1:
-            detail = ", ".join(f"{p}: {n}" for n, p in sorted(n_features))
-            raise MpisgdError(f"n_features differs across shards ({detail})")
-        self.n_features = next(iter(n_features))[0] if n_features else 0
-        self.describe = ",".join(self.paths)
-
-    def _blocks(self):
-        from mpisgd.data.reader import iter_blocks
-        from mpisgd.data.shard import open_shard
-
-        skip, first = self._start, 0
-        while first < len(self.paths) and skip >= self._shard_rows[first]:
-            skip -= self._shard_rows[first]
-            first += 1
-        if skip:  # a resumed run: the rest of a shard begun before, read directly
-            with open_shard(self.paths[first]) as shard:
-                for r in range(skip, shard.n_rows, self.block_rows):
-                    yield shard.read(r, r + self.block_rows)
-                    shard.release(r - self.block_rows)
-            first += 1
-        for block in iter_blocks(self.paths[first:], self.block_rows):
-            yield block.indptr, block.indices, block.data, block.y
-
-
-class RoundMajorSource(RowSource):
-    """The rows of k sources interleaved by round: round t of source 0, of
-    source 1, ..., then round t + 1 (``central``'s single stream)."""
-
-    def __init__(self, sources, block_rounds=1024):
-        super().__init__()
-        self.sources = list(sources)
-        self.n_rows = sum(s.n_rows for s in self.sources)
-        self.n_features = self.sources[0].n_features
-        self.block_rounds = int(block_rounds)
-        self.describe = f"round-major[{len(self.sources)} streams]"
-
-    @property
-    def rounds(self):
-        return max((s.n_rows for s in self.sources), default=0)
-
-    def rows_until(self, t):
-        return sum(min(t, s.n_rows) for s in self.sources)
-
-    def seek(self, t):
-        super().seek(t)
-        for s in self.sources:
-            s.seek(t)
-
-    def _blocks(self):
-        while True:
-            parts = []
-            for l, s in enumerate(self.sources):
-                rows = _take_rows(s, self.block_rounds)
-                if rows is not None:
-                    parts.append((l, rows))
-            if not parts:
-                return
-            yield _interleave(parts)
-
-    @property
-    def io_seconds(self):
-        return sum(s.io_seconds for s in self.sources)
-
-
-def _take_rows(source, m):
-    """Exactly min(m, rows left) rows of ``source`` as CSR from 0, or None when empty."""
-    pieces = []
-    got = 0
-    while got < m:
-        rows = source.take(m - got)
-        if rows is None:
-            break
-        pieces.append(rows)
-        got += len(rows[3])
-    if not pieces:
-        return None
-    return _concat(pieces)
-
-
-def _concat(pieces):
-    indptr = [np.zeros(1, np.int64)]
-    offset = 0
-    for ip, _ix, _d, _y in pieces:
-        indptr.append(ip[1:] + offset)
-        offset += int(ip[-1])
-    return (np.concatenate(indptr), np.concatenate([p[1] for p in pieces]).astype(np.int32, copy=False),
-            np.concatenate([p[2] for p in pieces]), np.concatenate([p[3] for p in pieces]))
-
-
-def _interleave(parts):
-    """Round-major CSR of (learner, rows) parts, each starting at the same round."""
-    ip, ix, d, y = _concat([rows for _l, rows in parts])
-    rounds = np.concatenate([np.arange(len(rows[3])) for _l, rows in parts])
-    learner = np.concatenate([np.full(len(rows[3]), l) for l, rows in parts])
-    order = np.lexsort((learner, rounds))  # by round, then by learner
-    lens = (ip[1:] - ip[:-1])[order]
-    out_ip = np.zeros(len(order) + 1, np.int64)
-    np.cumsum(lens, out=out_ip[1:])
-    take = np.repeat(ip[:-1][order] - out_ip[:-1], lens) + np.arange(out_ip[-1])
-    return out_ip, ix[take], d[take], y[order]
 
 
 # -- configuration --------------------------------------------------------------------
@@ -278,10 +62,10 @@ class RunConfig:
     """Everything a run needs besides its rows and its communicator."""
 
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
-    mode: str = "sync"
+    mode: str = "async"
     learner: dict = field(default_factory=dict)  # keyword arguments of OnlineLearners
     timeline_every: int = 0  # rounds between timeline rows (0: only at the end)
-    poll_rows: int = 64  # async: rounds between polls for rank 0's messages
+    poll_rows: int = 256  # async: rounds between polls for rank 0's messages
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -329,7 +113,6 @@ class Run:
         from mpisgd.comm import CountingComm, MPITransport
         from mpisgd.learners import OnlineLearners
 
-        self.raw = comm
         self.comm = CountingComm(comm)
         self.rank, self.size = self.comm.rank, self.comm.size
         self.source = source
@@ -337,18 +120,19 @@ class Run:
         self.progress = progress
         self.observer = observer
         self.central = config.protocol.name == "central"
-        if config.mode == "async" and self.central:
-            raise MpisgdError("mode: central is the serial reference; run it with --mode sync")
-        if config.mode == "async" and (checkpointer is not None or resume is not None):
+        # the mode matters only where learners check: the dynamic protocol on two or more ranks
+        self.asynchronous = config.mode == "async" and config.protocol.name == "dynamic" and self.size > 1
+        if self.asynchronous and (checkpointer is not None or resume is not None):
             raise MpisgdError("mode: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
-                              "need --mode sync")
+                              "of the dynamic protocol need --mode sync")
         self.checkpointer = checkpointer
         self.resume, self.fingerprint = resume, fingerprint
         self.resumed = None  # (round directory, t) when resumed
         self._check_inputs()
         self.learners = OnlineLearners(1, source.n_features, **config.learner)
-        self.transport = MPITransport(self.comm, self.learners, asynchronous=config.mode == "async")
+        self.transport = MPITransport(self.comm, self.learners, asynchronous=self.asynchronous)
         self.coordinator = Coordinator(config.protocol, self.size)  # resolves on rank 0 only
+        self.checkpoints = CheckPoints(self.coordinator)
         self.timeline = Timeline()
         self.members = None
         self._owner = np.zeros(0, dtype=np.int64)
@@ -358,10 +142,9 @@ class Run:
         self.times_before = {"io": 0.0, "wall": 0.0, "loop": 0.0, "checkpoint": 0.0}
 
     def _check_inputs(self):
-        """Every rank has the same n_features (validation on the raw
-        communicator: metadata before the run, not counted)."""
+        """Every rank has the same n_features (metadata before the run, not counted)."""
         mine = (int(self.source.n_features), self.source.describe)
-        everyone = self.raw.allgather(mine)
+        everyone = self.comm.allgather_meta(mine)
         counts = {n for n, _ in everyone}
         if len(counts) > 1:
             first = everyone[0][0]
@@ -402,30 +185,10 @@ class Run:
     # -- protocol steps (sync mode) -----------------------------------------------------
 
     def _check(self, t):
-        name = self.config.protocol.name
+        """The check point after round t (sync mode)."""
         if self.observer is not None:
             self.observer.before(t, self)
-        if name == "static":
-            if self.rank == 0:
-                self.coordinator.full_sync(self.transport, "static")
-                self.members = list(range(self.size))
-            else:
-                self.transport.static_sync()
-        elif name == "dynamic":
-            delta = self.coordinator.threshold(t)
-            violating = bool(self.learners.distances()[0] > delta)
-            count, violators, models = self.transport.exchange_violations(violating)
-            if self.rank == 0:
-                if count:
-                    self.transport.serving = True
-                    self.members = self.coordinator.resolve(t, violators, models, self.transport)
-                    self.transport.end()
-                    self.transport.serving = False
-                else:
-                    self.members = self.coordinator.resolve(t, [], [], self.transport)
-            elif count:
-                self.transport.serve()
-                self.transport.finish_violation()
+        self.members = self.checkpoints.check(t, self.transport)
         if self.observer is not None:
             self.observer.after(t, self, self.members if self.rank == 0 else None)
 
@@ -454,19 +217,17 @@ class Run:
 
     def run(self):
         """Train; returns (coef, intercept) of the final model on every rank."""
-        from mpi4py import MPI
-
         wall = self._wall_start = time.perf_counter()
         rounds = self.source.rounds if (self.rank == 0 or not self.central) else 0
         t = 0
         if self.resume is None:
             T = self.transport.rows_allreduce(rounds)
         else:
-            T = self.raw.allreduce(rounds, op=MPI.MAX)  # counted once, by the interrupted run
+            T = self.comm.max_meta(rounds)  # counted once, by the interrupted run
             t = self._restore(T)
         self.T = T
         loop = self._loop_start = time.perf_counter()
-        if self.config.mode == "async" and self.config.protocol.name == "dynamic" and self.size > 1:
+        if self.asynchronous:
             self._run_async(T)
         else:
             self._run_sync(T, t)
@@ -479,9 +240,20 @@ class Run:
 
     def checkpoint_state(self, t):
         """(arrays, attrs) of this rank after round t: everything the rest of
-        the run depends on (nothing is in flight between rounds in sync mode)."""
+        the run depends on. The check begun last is agreed on first, so that
+        nothing is in flight; its resolution still waits for its check point."""
         c = self.comm
+        agreed = self.checkpoints.agree(self.transport)
+        self.transport.complete_sends()
         arrays = {f"learners/{k}": v for k, v in self.learners.state_dict().items()}
+        last_sent = self.transport.last_sent
+        arrays["check/last_sent"] = np.zeros(0) if last_sent is None else last_sent
+        if agreed is not None:
+            check_t, count, violators, models = agreed
+            arrays["check/pending"] = np.array([check_t, count], dtype=np.int64)
+            if self.rank == 0:
+                arrays["check/violators"] = np.asarray(violators, dtype=np.int64)
+                arrays["check/models"] = np.asarray(models, dtype=np.float64).reshape(len(violators), -1)
         arrays.update({"comm/sent_messages": c.sent_messages, "comm/sent_bytes": c.sent_bytes,
                        "comm/recv_messages": c.recv_messages, "comm/recv_bytes": c.recv_bytes,
                        "timeline": self.timeline.as_array()})
@@ -512,7 +284,7 @@ class Run:
             directory = checkpoint.newest(self.resume)
             current = self.fingerprint or checkpoint.fingerprint(self.config, self.size, {})
             checkpoint.check(directory, checkpoint.read_manifest(directory), current)
-        directory = self.raw.bcast(directory, root=0)
+        directory = self.comm.bcast_meta(directory)
         path = checkpoint.rank_file(directory, self.rank)
         arrays, attrs = checkpoint.read_rank(path)
         t = int(attrs["round"])
@@ -525,6 +297,13 @@ class Run:
                                   f"(source {self.source.describe})")
         self.learners.load_state_dict({k[len("learners/"):]: v for k, v in arrays.items()
                                        if k.startswith("learners/")})
+        last_sent = arrays.get("check/last_sent")
+        self.transport.last_sent = None if last_sent is None or not len(last_sent) else np.array(last_sent)
+        if "check/pending" in arrays:
+            check_t, count = (int(v) for v in arrays["check/pending"])
+            violators = [int(v) for v in arrays["check/violators"]] if self.rank == 0 else None
+            models = list(arrays["check/models"]) if self.rank == 0 else None
+            self.checkpoints.restore(check_t, count, violators, models)
         c = self.comm
         for name in ("sent_messages", "sent_bytes", "recv_messages", "recv_bytes"):
             getattr(c, name)[...] = arrays[f"comm/{name}"]
@@ -578,63 +357,44 @@ class Run:
                 self.progress(t, T)
         if T == 0:
             self._record(0)
+        self.checkpoints.settle(self.transport)  # the last check begun
 
     def _run_async(self, T):
         """Dynamic protocol without lock-step (module docstring, docs/RUNNING.md)."""
-        from mpisgd.comm import FINISH
-
         b = self.config.protocol.period
         every = self.config.timeline_every
         poll = self.config.poll_rows
         tr = self.transport
-        done = 0  # rank 0: followers that have learned their last round
+        coordinator = AsyncCoordinator(self.coordinator, tr) if self.rank == 0 else None
         t = 0
         while t < T:
             stop = min(self._boundaries(t, T, True), (t // poll + 1) * poll)
             self._learn(stop)
             t = stop
-            if self.rank == 0:
-                done += self._coordinate_async(t, block=False)
+            if t % b == 0 and not tr.pending and self.learners.distances()[0] > self.coordinator.threshold(t):
+                if coordinator is not None:
+                    coordinator.violate(tr.own_violation())
+                else:
+                    tr.send_violation_async()
+            if coordinator is not None:
+                coordinator.progress(t)
             else:
                 tr.poll()
-            if t % b == 0 and not tr.pending:
-                delta = self.coordinator.threshold(t)
-                if self.learners.distances()[0] > delta:
-                    if self.rank == 0:
-                        done += self._coordinate_async(t, block=False, own=True)
-                    else:
-                        tr.send_violation_async()
             if (every and t % every == 0) or t == T:
                 self._record(t)
             if self.progress is not None and self.rank == 0:
                 self.progress(t, T)
         if T == 0:
             self._record(0)
-        if self.rank == 0:
-            # serve violations until every follower is done, then release them
-            while done < self.size - 1:
-                done += self._coordinate_async(T, block=True)
-            self._coordinate_async(T, block=False)
-            tr.finish()
-        else:
+        if coordinator is None:
             tr.send_done()
-            while tr.handle(self.comm.probe(0)) != FINISH:
-                pass
-            tr.finish_violation()
-
-    def _coordinate_async(self, t, block, own=False):
-        """Rank 0, async: resolve the violations that have arrived (and its own).
-        Returns the number of DONE notices received."""
-        tr = self.transport
-        violators, models, dones = tr.collect_async(block and not own)
-        if own:
-            violators = [0] + violators
-            models = [tr._model()] + models
-        if violators:
-            tr.serving = True
-            self.members = self.coordinator.resolve(t, violators, models, tr)
-            tr.serving = False
-        return dones
+            tr.serve_until_finish()
+            return
+        # resolve what comes until every follower is done, then release them
+        while tr.dones < self.size - 1 or not coordinator.idle:
+            coordinator.progress(T)
+        self.members = coordinator.members
+        tr.finish()
 
     # -- report -----------------------------------------------------------------------------
 
@@ -664,12 +424,12 @@ class Run:
     def report(self, extra=None):
         """Gather every rank's summary and timeline on rank 0 (raw communicator,
         after the run: not counted). Returns the report dict on rank 0, else None."""
-        summaries = self.raw.gather(self.rank_summary(), root=0)
+        summaries = self.comm.gather_meta(self.rank_summary())
         timeline = self.timeline.as_array()
         gathered = None
         if self.rank == 0:
             gathered = np.empty((self.size,) + timeline.shape, dtype=np.float64)
-        self.raw.Gather(np.ascontiguousarray(timeline), gathered, root=0)
+        self.comm.Gather_meta(np.ascontiguousarray(timeline), gathered)
         if self.rank != 0:
             return None
         from mpisgd import __version__

@@ -35,8 +35,9 @@ import numpy as np
 
 from mpisgd import wire
 from mpisgd.errors import MpisgdError
+from mpisgd.data.rows import interleave
 from mpisgd.learners import OnlineLearners
-from mpisgd.protocol import Coordinator
+from mpisgd.protocol import MODES, CheckPoints, Coordinator
 
 CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
 ORDERS = ("learn-check", "check-learn")  # within a round: check after learning, or before
@@ -58,8 +59,11 @@ class SimTransport:
     (``up``, ``down``, ``down_to_all``).
     """
 
-    def __init__(self, learners, ranks=None):
+    coordinating = True  # every learner is here: the coordinator's requests are carried out directly
+
+    def __init__(self, learners, ranks=None, mode="async"):
         self.L = learners
+        self.mode = mode  # whose messages to count: ``train --mode sync`` or the default mode
         k, c = (learners.k if ranks is None else int(ranks)), len(wire.CATEGORIES)  # central: k ranks, 1 learner
         self._sent_bytes = np.zeros((k, c), np.int64)
         self._recv_bytes = np.zeros((k, c), np.int64)
@@ -68,6 +72,8 @@ class SimTransport:
         self._every_bytes = np.zeros(c, np.int64)  # per rank, sent and received alike
         self._every_msgs = np.zeros(c, np.int64)
         self.resolving = False  # True while rank 0 commands the others (dynamic resolution)
+        self.sent = {}  # learner -> the model z it sent with its violation, until settled
+        self.last_count = 0  # violators of the check begun last
 
     # -- counting -----------------------------------------------------------
 
@@ -128,6 +134,41 @@ class SimTransport:
 
     # -- the coordinator's interface ------------------------------------------
 
+    def begin_check(self, delta):
+        """Every learner checks ‖w_l − r‖² ≤ Δ; violators ≠ 0 send their models
+        (counted), and in sync mode every rank joins the sum of violators."""
+        violators = np.flatnonzero(self.L.distances() > delta)
+        models, nnz = self.L.models_and_nnz(violators)
+        away = violators != 0  # rank 0's own violation is local
+        self.up(violators[away], "violation", self.message_nbytes(nnz[away]))
+        if self.mode == "sync":
+            self.allreduce("control", 8)  # the count of violators
+        self.sent = dict(zip(violators.tolist(), models))
+        self.last_count = len(violators)
+        return violators, models
+
+    def quiet_checks(self, count):
+        """The messages of ``count`` checks that found no violator: in sync
+        mode one control Allreduce each, in the default mode none."""
+        if self.mode == "sync" and count:
+            self.allreduce("control", 8, count)
+
+    def end_check(self, handle):
+        violators, models = handle
+        return len(violators), violators, models
+
+    def open_resolution(self):
+        self.resolving = True
+
+    def close_resolution(self):
+        """Sync mode: END to every serving rank."""
+        if self.mode == "sync":
+            self.down_to_all("control", wire.CONTROL_BYTES)
+        self.resolving = False
+
+    def settled(self):
+        self.sent = {}
+
     def fetch(self, ids):
         ids = np.asarray(ids, np.int64)
         z, nnz = self.L.models_and_nnz(ids)
@@ -146,21 +187,29 @@ class SimTransport:
         return self.L.distances()
 
     def send_balanced(self, ids, model, new_reference):
-        n = self.L.n_features
+        """Learners ids take ``model``; those that sent a violation keep the
+        steps they made since (``OnlineLearners.progress``)."""
+        L, n = self.L, self.L.n_features
         nbytes = wire.model_nbytes(int(np.count_nonzero(model[:n])), n)
         self.down(self._others(ids), "balance_result", nbytes)
+        members = set(np.asarray(ids).tolist())
+        progress = {l: L.progress(l, z) for l, z in self.sent.items() if new_reference or l in members}
         if new_reference:
-            self.L.set_reference(model)
+            L.set_reference(model)
+            model = L.models([0])[0]  # r itself: u = 0, α = 1
         else:
-            self.L.set_models(ids, model)
+            L.set_models(ids, model)
+        for l, steps in progress.items():
+            L.take(l, model, steps)
 
     def full_sync(self):
         """The Allreduce; inside a resolution (``resolving``) rank 0 first sends
-        COMMAND FULLSYNC to every other rank, which is serving it."""
+        COMMAND FULLSYNC to every other rank. Every current model goes into the mean."""
         if self.resolving:
             self.down_to_all("control", wire.CONTROL_BYTES)
         self.allreduce("full_sync", wire.dense_nbytes(self.L.n_features))
         self.L.set_reference(self.L.mean_model())
+        self.sent = {}
 
 
 class _FinalSync:
@@ -183,7 +232,9 @@ class Simulation:
     """
 
     def __init__(self, k, n_features, rounds, protocol, learner=None, order="learn-check",
-                 drifts=(), drift_window=500, timeline_every=0, max_period=0):
+                 drifts=(), drift_window=500, timeline_every=0, max_period=0, mode="async"):
+        if mode not in MODES:
+            raise MpisgdError(f"mode: unknown {mode!r}; choose one of {', '.join(MODES)}")
         if order not in ORDERS:
             raise MpisgdError(f"order: unknown {order!r}; choose one of {', '.join(ORDERS)}")
         if int(rounds) < 1:
@@ -194,8 +245,10 @@ class Simulation:
         self.order = order
         self.central = protocol.name == "central"
         self.L = OnlineLearners(1 if self.central else self.k, self.n, **self.learner_args)
-        self.transport = SimTransport(self.L, self.k)
+        self.mode = mode
+        self.transport = SimTransport(self.L, self.k, mode)
         self.coordinator = Coordinator(protocol, self.k)
+        self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync")
         self.b = int(protocol.period)
         # Variant (simulator only, dynamic): adaptive check period. After a check with
         # violators the next check comes b rounds later, after a quiet one twice the last
@@ -253,7 +306,7 @@ class Simulation:
         while done < m or (self.syncing and self.t == self._next):
             step = m - done
             checking = self.syncing and self._next >= 0
-            through = checking and self._through_quiet and self._next > self.t
+            through = checking and self._through_quiet and self._next > self.t and self._quiet_pending()
             if checking and not through:
                 step = min(step, self._next - self.t)
             if self.timeline_every:
@@ -292,6 +345,7 @@ class Simulation:
         one kernel call, stopping at the first that finds one. The check at
         the round it stops at is left to ``_check``; the quiet ones before it
         count as ``_check`` would count them. Returns the rounds learned."""
+        self.checkpoints.settle(self.transport)  # quiet: nothing but its count
         step = len(round_ptr) - 1
         checks = np.arange(self._next, min(self.t + step, self._last_check) + 1, self.b)  # rounds done
         ends = checks - self.t
@@ -304,7 +358,7 @@ class Simulation:
                                                 owner[lo:hi], round_ptr[ends] - lo, threshold)
         rounds = int(ends[segments - 1])
         quiet = int(np.count_nonzero(ends[: len(checks)] < rounds))
-        self.transport.allreduce("control", 8, quiet)  # the violator counts, all zero
+        self.transport.quiet_checks(quiet)
         self.coordinator.count_quiet(quiet)
         self._next += quiet * self.b
         if self._next > self._last_check:
@@ -329,31 +383,18 @@ class Simulation:
 
     # -- the protocol step --------------------------------------------------------
 
+    def _quiet_pending(self):
+        """No check awaits its resolution with violators."""
+        pending = self.checkpoints.pending
+        return pending is None or len(pending[1][0]) == 0
+
     def _check(self):
-        """One check point; returns True when no learner violated (or static)."""
-        quiet = True
+        """One check point; returns True when it found no violator (or static)."""
         before = self._stats_snapshot()
-        co, tr = self.coordinator, self.transport
-        if self.protocol.name == "static":
-            co.full_sync(tr, "static")
-        else:
-            t = max(self.t, 1)  # Δ_t at t = 0 (check-learn) uses t = 1
-            dist = self.L.distances()
-            violators = np.flatnonzero(dist > co.threshold(t))
-            models, nnz = self.L.models_and_nnz(violators)
-            away = violators != 0  # rank 0's own violation is local
-            tr.up(violators[away], "violation", tr.message_nbytes(nnz[away]))
-            tr.allreduce("control", 8)  # the count of violators
-            if len(violators):
-                quiet = False
-                tr.resolving = True
-                co.resolve(t, violators, models, tr)
-                tr.resolving = False
-                tr.down_to_all("control", wire.CONTROL_BYTES)  # END
-            else:
-                co.resolve(t, [], None, tr)  # counts the check
+        self.transport.last_count = 0
+        self.checkpoints.check(max(self.t, 1), self.transport)  # Δ_t at t = 0 (check-learn) uses t = 1
         self._attribute(before)
-        return quiet
+        return self.transport.last_count == 0
 
     def _stats_snapshot(self):
         s = self.coordinator.stats
@@ -410,12 +451,19 @@ class Simulation:
         """Final Allreduce and the result dictionary."""
         if self.t != self.rounds:
             raise MpisgdError(f"simulate: fed {self.t} of {self.rounds} rounds")
+        before = self._stats_snapshot()
+        self.checkpoints.settle(self.transport)  # the last check begun
+        self._attribute(before)
+        if self.mode == "async" and self.protocol.name == "dynamic" and self.k > 1:
+            others = np.arange(1, self.k)
+            self.transport.up(others, "control", wire.CONTROL_BYTES)  # DONE
+            self.transport.down(others, "control", wire.CONTROL_BYTES)  # FINISH
         coef, intercept = self.final_model()
         sent_b, recv_b, sent_m, recv_m = self.transport.counters()
         cats = wire.CATEGORIES
         L = self.L
         return {
-            "k": self.k, "n_features": self.n, "rounds": self.rounds, "order": self.order,
+            "k": self.k, "n_features": self.n, "rounds": self.rounds, "order": self.order, "mode": self.mode,
             "max_period": self.max_period,
             "protocol": self.protocol.as_dict(), "learner": self.learner_args,
             "errors": int(L.errors.sum()), "loss": float(L.loss_sum.sum()), "examples": int(L.examples.sum()),
@@ -467,21 +515,7 @@ class ShardSource:
     def rows(self, t_start, t_stop):
         """(indptr, indices, data, y, owner, round_ptr): the rows of rounds
         [t_start, t_stop), round-major; round_ptr gives each round's first row."""
-        parts = [s.read(t_start, t_stop) for s in self.shards]
-        owner = np.concatenate([np.full(len(p[3]), l, np.int64) for l, p in enumerate(parts)])
-        rnd = np.concatenate([np.arange(len(p[3])) for p in parts])
-        order = np.lexsort((owner, rnd))  # by round, then learner
-        offsets = np.cumsum([0] + [len(p[1]) for p in parts[:-1]])
-        starts = np.concatenate([p[0][:-1] + off for p, off in zip(parts, offsets)])[order]
-        row_len = np.concatenate([np.diff(p[0]) for p in parts])[order]
-        indptr = np.zeros(len(order) + 1, np.int64)
-        np.cumsum(row_len, out=indptr[1:])
-        take = np.repeat(starts - indptr[:-1], row_len) + np.arange(indptr[-1])  # source position of each entry
-        indices = np.concatenate([p[1] for p in parts])[take].astype(np.int32)
-        data = np.concatenate([p[2] for p in parts])[take]
-        y = np.concatenate([p[3] for p in parts])[order]
-        round_ptr = np.searchsorted(rnd[order], np.arange(t_stop - t_start + 1), side="left").astype(np.int64)
-        return indptr, indices, data, y, owner[order], round_ptr
+        return interleave([(l, s.read(t_start, t_stop)) for l, s in enumerate(self.shards)], t_stop - t_start)
 
     def close(self):
         for s in self.shards:
@@ -522,11 +556,11 @@ def run_many(stream, rounds, configs, block=None, progress=None):
 
 
 def simulate(source, rounds, protocol, learner=None, order="learn-check", drift_window=500,
-             timeline_every=0, block=None, max_period=0):
+             timeline_every=0, block=None, max_period=0, mode="async"):
     """One configuration over a synthetic stream or a ``ShardSource``."""
     k, n = source.n_learners, source.n_features
     sim = Simulation(k, n, rounds, protocol, learner, order, source.drifts(rounds), drift_window,
-                     timeline_every, max_period)
+                     timeline_every, max_period, mode)
     if isinstance(source, ShardSource):
         return _run_shards(source, rounds, sim, block or block_rounds(k, n))
     return run_many(source, rounds, [sim], block)[0]

@@ -57,7 +57,8 @@ def _train(k, paths, args, out):
 def _simulate(paths, args, out):
     from mpisgd.cli import main
 
-    assert main(["simulate", *paths, "--out", str(out), "--quiet", "--timeline-every", "50", *args]) == 0
+    assert main(["simulate", *paths, "--mode", "sync", "--out", str(out), "--quiet", "--timeline-every", "50",
+                 *args]) == 0
     with open(out / "report.json") as f:
         return json.load(f)
 

@@ -3,7 +3,7 @@ same language: the protocol and the learner."""
 
 
 def add_protocol_arguments(g):
-    from mpisgd.protocol import AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, PROTOCOLS
+    from mpisgd.protocol import AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, MODES, PROTOCOLS
 
     g.add_argument("--protocol", choices=PROTOCOLS, default="dynamic", help="synchronization protocol")
     g.add_argument("--period", "-b", type=int, default=1,
@@ -21,6 +21,10 @@ def add_protocol_arguments(g):
     g.add_argument("--burst-fraction", type=float, default=0.0,
                    help="variant: a full sync when at least this share of learners violate at once (0: off)")
     g.add_argument("--protocol-seed", type=int, default=0, help="seed of the random augmentation")
+    g.add_argument("--mode", choices=MODES, default="async",
+                   help="dynamic protocol: async (default) = only violations and their resolutions "
+                   "communicate, nobody waits at a quiet check; sync = deterministic, each check "
+                   "agreed on by a nonblocking Allreduce and settled one period later (docs/RUNNING.md)")
 
 
 def add_learner_arguments(g):

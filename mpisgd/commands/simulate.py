@@ -1,5 +1,7 @@
 """``mpisgd simulate``: k learners in one process through the protocol code of
-``mpisgd train``, counting the messages and bytes of its ``--mode sync``.
+``mpisgd train``, counting the messages and bytes of its ``--mode``: exactly
+those of ``--mode sync``, and for the default mode those of the paper's
+instant resolution (no waiting, so no timing to model).
 
     mpisgd simulate --synthetic disjunction --learners 512 --rounds 25000 \\
         --protocol dynamic --delta 3 --period 1 --out runs/sim
@@ -12,7 +14,7 @@ the breakdown by cause and phase) and timeline.csv to --out.
 
 from mpisgd.commands.options import add_learner_arguments, add_protocol_arguments, learner_args, protocol_config
 
-HELP = "simulate k learners in one process (same protocol code and message counts as train --mode sync)"
+HELP = "simulate k learners in one process (same protocol code and message counts as train)"
 
 SYNTHETIC = ("disjunction", "neuralnet", "linear")
 
@@ -87,13 +89,13 @@ def run(args):
     if rounds < 1:
         raise MpisgdError(f"--rounds must be >= 1, got {rounds}")
     config = {"data": data, "rounds": rounds, "protocol": protocol.as_dict(), "learner": learner_args(args),
-              "order": args.order, "max_period": args.max_period, "out": args.out}
+              "order": args.order, "max_period": args.max_period, "mode": args.mode, "out": args.out}
     if not args.quiet:
         print("mpisgd simulate: configuration " + json.dumps(config, sort_keys=True), flush=True)
     start = time.perf_counter()
     try:
         result = simulate(source, rounds, protocol, learner_args(args), args.order, args.drift_window,
-                          args.timeline_every, max_period=args.max_period)
+                          args.timeline_every, max_period=args.max_period, mode=args.mode)
     finally:
         if isinstance(source, ShardSource):
             source.close()

@@ -19,8 +19,6 @@ SYNTHETIC = ("disjunction", "neuralnet", "linear", "rcv1")
 
 
 def add_arguments(parser):
-    from mpisgd.runner import MODES
-
     parser.add_argument("shards", nargs="*", metavar="SHARD",
                         help="HDF5 shards (mpisgd prep); each rank streams a contiguous block of them")
     g = parser.add_argument_group("built-in data (instead of shards)")
@@ -36,9 +34,7 @@ def add_arguments(parser):
 
     g = parser.add_argument_group("protocol (Kamp et al. 2014)")
     add_protocol_arguments(g)
-    g.add_argument("--mode", choices=MODES, default="sync",
-                   help="sync: lock-step, deterministic; async: no waiting at check points (docs/RUNNING.md)")
-    g.add_argument("--poll-rows", type=int, default=64, help="async: rounds between polls for rank 0's messages")
+    g.add_argument("--poll-rows", type=int, default=256, help="async: rounds between polls for rank 0's messages")
 
     g = parser.add_argument_group("learner")
     add_learner_arguments(g)
@@ -66,7 +62,7 @@ def _sources(args, size, rank):
     """This rank's RowSource (for central: the round-major stream of every learner)."""
     from mpisgd.data.partition import shards_for_rank
     from mpisgd.errors import MpisgdError
-    from mpisgd.runner import RoundMajorSource, ShardSource, StreamSource
+    from mpisgd.data.rows import RoundMajorSource, ShardSource, StreamSource
 
     central = args.protocol == "central"
     if args.synthetic and args.shards:
@@ -123,8 +119,6 @@ def _config(args):
         raise MpisgdError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
     if not args.checkpoint_seconds >= 0:
         raise MpisgdError(f"--checkpoint-seconds must be >= 0, got {args.checkpoint_seconds}")
-    if args.mode != "sync" and (args.checkpoint_every or args.checkpoint_seconds or args.resume):
-        raise MpisgdError("--checkpoint-every, --checkpoint-seconds and --resume need --mode sync")
     return RunConfig(protocol=protocol, mode=args.mode, learner=learner,
                      timeline_every=args.timeline_every, poll_rows=args.poll_rows)
 
