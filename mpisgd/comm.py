@@ -517,8 +517,9 @@ class _Replies:
         self.out = np.empty((len(ids), width), dtype=np.float64)
         self.missing = {}
         for row, i in enumerate(ids):
-            if i == 0:
-                self.out[row] = transport._model() if tag == REPLY else transport.learners.distances()[0]
+            if i == 0:  # rank 0's own answer, remembered as sent like any reply
+                self.out[row] = transport._sent(transport._model()) if tag == REPLY else \
+                    transport.learners.distances()[0]
             else:
                 self.missing[i] = row
 

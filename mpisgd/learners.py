@@ -64,6 +64,9 @@ class OnlineLearners:
             bool(ties_are_errors),
         )
         self.average = bool(average)
+        self.options = {"loss": loss, "loss_param": loss_param, "schedule": schedule, "eta0": eta0, "lam": lam,
+                        "t0": t0, "power": power, "fit_intercept": fit_intercept,
+                        "regularize_bias": regularize_bias, "average": average, "ties_are_errors": ties_are_errors}
         k, n = self.k, self.n_features
         navg = n if average else 0  # the averaging arrays exist only when used
         self.alpha = np.ones(k)
@@ -86,6 +89,18 @@ class OnlineLearners:
         self.errors = np.zeros(k, dtype=np.int64)
         self.examples = np.zeros(k, dtype=np.int64)
         self._dist = np.empty(k)
+
+    def warm_up(self):
+        """Load every kernel a rank calls (numba compiles or reads its cache on
+        a function's first call, tens of milliseconds each) on a scratch copy,
+        so that the first check point costs no more than the others."""
+        scratch = OnlineLearners(1, 1, **self.options)
+        scratch.learn(np.array([0, 1]), np.zeros(1, np.int32), np.ones(1), np.ones(1), np.zeros(1, np.int64))
+        z = scratch.models([0])[0]
+        scratch.distances()
+        scratch.message(0)
+        scratch.take(0, z, scratch.progress(0, z))
+        scratch.set_reference(scratch.mean_model())
 
     # -- learning -----------------------------------------------------------
 

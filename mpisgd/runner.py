@@ -66,6 +66,7 @@ class RunConfig:
     learner: dict = field(default_factory=dict)  # keyword arguments of OnlineLearners
     timeline_every: int = 0  # rounds between timeline rows (0: only at the end)
     poll_rows: int = 256  # async: rounds between polls for rank 0's messages
+    staleness: int = None  # async: rounds a violator learns on before it waits for its resolution (None: b)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -74,10 +75,12 @@ class RunConfig:
             raise MpisgdError(f"timeline_every: must be >= 0, got {self.timeline_every}")
         if self.poll_rows < 1:
             raise MpisgdError(f"poll_rows: must be >= 1, got {self.poll_rows}")
+        if self.staleness is not None and self.staleness < 0:
+            raise MpisgdError(f"staleness: must be >= 0, got {self.staleness}")
 
     def as_dict(self):
         return {"protocol": self.protocol.as_dict(), "mode": self.mode, "learner": dict(self.learner),
-                "timeline_every": self.timeline_every, "poll_rows": self.poll_rows}
+                "timeline_every": self.timeline_every, "poll_rows": self.poll_rows, "staleness": self.staleness}
 
 
 class _FinalSync:
@@ -138,6 +141,7 @@ class Run:
         self._owner = np.zeros(0, dtype=np.int64)
         self.rows_done = 0
         self.compute_seconds = 0.0
+        self.waiting_seconds = 0.0  # async: a violator waiting for its resolution
         # times spent before the checkpoint a run resumed from
         self.times_before = {"io": 0.0, "wall": 0.0, "loop": 0.0, "checkpoint": 0.0}
 
@@ -182,6 +186,52 @@ class Run:
             want -= m
         self.compute_seconds += time.perf_counter() - start - (self.source.io_seconds - io_before)
 
+    def _learn_until_violation(self, t, stop):
+        """Async: learn rounds (t, stop] through the check points at which this
+        learner meets its local condition, one kernel call per block of rows
+        (``OnlineLearners.learn_until_violation``): a quiet check costs no
+        Python. Stops right after the first violating check. Returns
+        (round reached, violated)."""
+        b = self.config.protocol.period
+        threshold = self.coordinator.threshold
+        start = time.perf_counter()
+        io_before = self.source.io_seconds
+        violated = False
+        while t < stop and not violated:
+            checks = np.arange((t // b + 1) * b, stop + 1, b)  # check points in (t, stop]
+            want = self.source.rows_until(stop) - self.rows_done
+            rows = self.source.take(want) if want > 0 else None
+            if rows is None:  # this stream has ended: its model no longer moves
+                if want > 0:
+                    raise MpisgdError(f"rank {self.rank} ({self.source.describe}): stream ended after "
+                                      f"{self.rows_done} rows, {self.source.n_rows} announced")
+                if len(checks) and self.learners.distances()[0] > threshold(checks[0]):
+                    return int(checks[0]), True
+                t = stop
+                break
+            indptr, indices, data, y = rows
+            m = len(y)
+            if len(self._owner) < m:
+                self._owner = np.zeros(m, dtype=np.int64)
+            checks = checks[checks <= t + m]  # round t + i is done after row i − 1 of this piece
+            ends = checks - t
+            limits = np.broadcast_to(threshold(checks), checks.shape).astype(np.float64)
+            if not len(ends) or ends[-1] != m:
+                ends, limits = np.append(ends, m), np.append(limits, np.inf)  # the rest, unchecked
+            try:
+                segments = self.learners.learn_until_violation(indptr, indices, data, y, self._owner[:m], ends,
+                                                               limits)
+            except MpisgdError as exc:  # name the data
+                raise MpisgdError(f"{self.source.describe}, rows from {self.rows_done}: {exc}") from None
+            learned = int(ends[segments - 1])
+            violated = bool(np.isfinite(limits[segments - 1]) and
+                            self.learners.distances()[0] > limits[segments - 1])
+            self.source.put_back(m - learned)
+            self.rows_done += learned
+            t += learned
+        self.compute_seconds += time.perf_counter() - start - (self.source.io_seconds - io_before)
+        return t, violated
+
     # -- protocol steps (sync mode) -----------------------------------------------------
 
     def _check(self, t):
@@ -217,6 +267,7 @@ class Run:
 
     def run(self):
         """Train; returns (coef, intercept) of the final model on every rank."""
+        self.learners.warm_up()  # no rank starts late
         wall = self._wall_start = time.perf_counter()
         rounds = self.source.rounds if (self.rank == 0 or not self.central) else 0
         t = 0
@@ -365,21 +416,42 @@ class Run:
         every = self.config.timeline_every
         poll = self.config.poll_rows
         tr = self.transport
+        staleness = b if self.config.staleness is None else self.config.staleness
         coordinator = AsyncCoordinator(self.coordinator, tr) if self.rank == 0 else None
-        t = 0
-        while t < T:
-            stop = min(self._boundaries(t, T, True), (t // poll + 1) * poll)
-            self._learn(stop)
-            t = stop
-            if t % b == 0 and not tr.pending and self.learners.distances()[0] > self.coordinator.threshold(t):
-                if coordinator is not None:
-                    coordinator.violate(tr.own_violation())
-                else:
-                    tr.send_violation_async()
+
+        def answer(t):  # whatever rank 0 needs or has sent, without waiting
             if coordinator is not None:
                 coordinator.progress(t)
             else:
                 tr.poll()
+
+        t = 0
+        violated = None  # the round of this learner's unresolved violation
+        while t < T:
+            stop = min(T, (t // poll + 1) * poll)
+            if every:
+                stop = min(stop, (t // every + 1) * every)
+            if tr.pending:  # no own checks until the resolution arrives
+                if violated is not None:
+                    stop = min(stop, max(t + 1, violated + staleness))
+                self._learn(stop)
+                t = stop
+            else:
+                t, violating = self._learn_until_violation(t, stop)
+                if violating:
+                    if coordinator is not None:
+                        coordinator.violate(tr.own_violation())
+                    else:
+                        tr.send_violation_async()
+                    violated = t
+            answer(t)
+            if violated is not None and tr.pending and t - violated >= staleness:
+                wait = time.perf_counter()
+                while tr.pending:  # bounded staleness: the resolution must arrive before learning on
+                    answer(t)
+                self.waiting_seconds += time.perf_counter() - wait
+            if not tr.pending:
+                violated = None
             if (every and t % every == 0) or t == T:
                 self._record(t)
             if self.progress is not None and self.rank == 0:
@@ -417,6 +489,7 @@ class Run:
                      "wall": self.wall_seconds,
                      "loop": self.loop_seconds,  # the rounds, without the start and the final sync
                      "checkpoint": ck,  # deciding on and writing checkpoints
+                     "waiting": self.waiting_seconds,  # async: violators waiting out --staleness (in the others)
                      # protocol bookkeeping outside MPI calls (encoding, new references)
                      "other": max(0.0, self.wall_seconds - self.compute_seconds - comm_s - io - ck)},
         }
@@ -467,7 +540,7 @@ class Run:
                 "wall": max(s["time"]["wall"] for s in summaries),
                 **{key: {"total": sum(s["time"][key] for s in summaries),
                          "max": max(s["time"][key] for s in summaries)}
-                   for key in ("compute", "communication", "io", "checkpoint", "other")},
+                   for key in ("compute", "communication", "io", "checkpoint", "waiting", "other")},
             },
         }
         ck = self.checkpointer

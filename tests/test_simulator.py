@@ -247,3 +247,49 @@ def test_adaptive_period_checks_every_b_after_violations_and_backs_off_when_quie
     assert any(not q for _t, q in seen) and any(t1 - t0 == 8 for (t0, _), (t1, _) in zip(seen, seen[1:]))
     with pytest.raises(MpisgdError, match="max_period"):
         Simulation(k, 20, T, ProtocolConfig(name="static", period=1), LEARNER, max_period=8)
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_quiet_checks_cost_nothing_in_the_default_mode(mode):
+    """With no violator, the default mode sends only the start, DONE/FINISH and
+    the final sync; sync mode adds one control Allreduce per check."""
+    k, T, n, b = 6, 300, 20, 4
+    stream = DisjunctionStream(n, k, seed=2, drift_prob=0.01)
+    sim = Simulation(k, n, T, ProtocolConfig(delta=1e12, period=b), LEARNER, mode=mode)
+    r = run_many(stream, T, [sim], block=64)[0]
+    assert r["stats"]["checks"] == T // b and r["stats"]["violations"] == 0
+    per_check = k * (T // b) if mode == "sync" else 0
+    done_finish = 2 * (k - 1) if mode == "async" else 0
+    assert r["messages_sent"]["control"] == k + per_check + done_finish
+    assert r["messages_sent"]["full_sync"] == k  # the final sync alone
+
+
+def test_sync_mode_settles_a_check_one_period_later_keeping_the_violators_progress():
+    """--mode sync: the violators of the check at t are resolved at t + b, and
+    each keeps the steps it made in between: the members' models minus those
+    steps are one balanced model (within Δ of the reference, unless everyone
+    took it), and the members' sum is kept."""
+    k, T, n, b, delta = 8, 240, 20, 3, 0.4
+    stream = DisjunctionStream(n, k, seed=5, drift_prob=0.01)
+    sim = Simulation(k, n, T, ProtocolConfig(delta=delta, period=b, seed=2), LEARNER, mode="sync")
+    seen = []
+    send_balanced = sim.transport.send_balanced
+
+    def checked(ids, model, new_reference):
+        sent = dict(sim.transport.sent)
+        steps = {l: sim.L.progress(l, z) for l, z in sent.items()}
+        reference = dense_reference(sim.L)
+        before = dense_models(sim.L)
+        send_balanced(ids, model, new_reference)
+        after = dense_models(sim.L)
+        balanced = [after[l] - (np.append(*steps[l]) if l in steps else 0.0) for l in ids]
+        for z in balanced:
+            np.testing.assert_allclose(z, balanced[0], rtol=0, atol=1e-9)
+        if not new_reference:  # a partial balancing stops once its mean is within Δ
+            assert ((balanced[0] - reference) ** 2).sum() <= delta * (1 + 1e-9)
+        np.testing.assert_allclose(after[ids].sum(axis=0), before[ids].sum(axis=0), rtol=0, atol=1e-9)
+        seen.append(sum(np.any(z != 0) for z in (np.append(*s) for s in steps.values())))
+
+    sim.transport.send_balanced = checked
+    run_many(stream, T, [sim], block=50)
+    assert seen and max(seen) > 0, "no violator had made a step since it sent: the test proves nothing"

@@ -35,6 +35,9 @@ def add_arguments(parser):
     g = parser.add_argument_group("protocol (Kamp et al. 2014)")
     add_protocol_arguments(g)
     g.add_argument("--poll-rows", type=int, default=256, help="async: rounds between polls for rank 0's messages")
+    g.add_argument("--staleness", type=int, default=None, metavar="ROUNDS",
+                   help="async: rounds a violator learns on before it waits for its resolution "
+                        "(default: the period b)")
 
     g = parser.add_argument_group("learner")
     add_learner_arguments(g)
@@ -120,7 +123,7 @@ def _config(args):
     if not args.checkpoint_seconds >= 0:
         raise MpisgdError(f"--checkpoint-seconds must be >= 0, got {args.checkpoint_seconds}")
     return RunConfig(protocol=protocol, mode=args.mode, learner=learner,
-                     timeline_every=args.timeline_every, poll_rows=args.poll_rows)
+                     timeline_every=args.timeline_every, poll_rows=args.poll_rows, staleness=args.staleness)
 
 
 class Progress:

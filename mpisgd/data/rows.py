@@ -78,6 +78,13 @@ class RowSource:
         a, b = indptr[lo], indptr[hi]
         return indptr[lo : hi + 1] - a, indices[a:b], data[a:b], y[lo:hi]
 
+    def put_back(self, m):
+        """Return the last m rows taken (m at most the last ``take``'s): the next
+        ``take`` serves them again."""
+        if not 0 <= m <= self._pos:
+            raise RuntimeError(f"put_back: {m} rows, {self._pos} taken from this block")
+        self._pos -= m
+
     def close(self):
         if self._gen is not None:
             self._gen.close()

@@ -1,0 +1,140 @@
+"""The invariants of ``--mode async`` at any number of ranks (pytest-mpi):
+
+    mpiexec -n 2 python -m pytest --only-mpi tests/test_async.py   (and -n 3)
+
+Each test sets every rank's model by hand, lets one or more learners violate,
+moves models on while the resolution is under way (as learning would), and
+drives rank 0's ``AsyncCoordinator`` and the followers' polling to the end of
+the resolution. Steps are separated by barriers on a separate communicator,
+so the scenario is the same whatever the timing."""
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.mpi(min_size=2)
+
+N = 12  # features
+
+
+def _setup(delta, augmentation="random-one"):
+    from mpi4py import MPI
+
+    from mpisgd.comm import CountingComm, MPITransport
+    from mpisgd.learners import OnlineLearners
+    from mpisgd.protocol import AsyncCoordinator, Coordinator, ProtocolConfig
+
+    comm = MPI.COMM_WORLD.Dup()
+    steps = MPI.COMM_WORLD.Dup()  # the test's own barriers and checks
+    learners = OnlineLearners(1, N, loss="log", eta0=0.1)
+    tr = MPITransport(CountingComm(comm), learners, asynchronous=True)
+    config = ProtocolConfig(name="dynamic", period=1, delta=delta, augmentation=augmentation, seed=3)
+    co = Coordinator(config, comm.Get_size())
+    return comm, steps, learners, tr, AsyncCoordinator(co, tr) if tr.coordinating else None
+
+
+def _model(learners):
+    coef, intercept = learners.weights(0)
+    return np.append(coef, intercept)
+
+
+def _set(learners, w):
+    """This learner's model becomes the dense [coef, intercept] w."""
+    learners.take(0, learners.weights_z(w[:N], w[N]))
+
+
+def _resolve(tr, coordinator, steps):
+    """Rank 0 resolves until a resolution has ended and nothing is left; the
+    followers answer until rank 0 releases them (FINISH)."""
+    if coordinator is not None:
+        while coordinator.members is None or not coordinator.idle:
+            coordinator.progress(1)
+        tr.finish()
+    else:
+        tr.serve_until_finish()
+    return steps.bcast(coordinator.members if coordinator is not None else None, root=0)
+
+
+def _all(steps, flag):
+    """Every rank's assertion, seen by every rank (no rank hangs in a collective)."""
+    return steps.allgather(bool(flag))
+
+
+def test_balancing_keeps_the_mean_and_the_progress_made_meanwhile():
+    comm, steps, learners, tr, coordinator = _setup(delta=1.0)
+    rank, k = comm.Get_rank(), comm.Get_size()
+    rng = np.random.default_rng(rank)
+    w = 0.01 * rng.standard_normal(N + 1)
+    if rank == 1:
+        w[0] = 1.8  # ‖w − r‖² ≈ 3.2 > Δ; with one more learner the mean is within Δ
+    _set(learners, w)
+    if rank == 1:
+        tr.send_violation_async()
+    sent = _model(learners)
+    steps.Barrier()
+    meanwhile = 0.05 * np.random.default_rng(10 + rank).standard_normal(N + 1)  # steps while it is resolved
+    _set(learners, sent + meanwhile)
+    before = steps.allgather(_model(learners))
+    members = _resolve(tr, coordinator, steps)
+    after = np.array(steps.allgather(_model(learners)))
+    before = np.array(before)
+    assert 1 in members and 1 < len(members) < k + (k == 2)
+    # the mean over the balancing set of the current models is kept
+    np.testing.assert_allclose(after[members].mean(axis=0), before[members].mean(axis=0), atol=1e-12)
+    # the violator keeps the steps it made after sending; a fetched member replied after its own
+    balanced = after[1] - (before[1] - np.array(steps.allgather(sent))[1])
+    for i in members:
+        expected = balanced if i == 1 else after[i]
+        np.testing.assert_allclose(expected, balanced, atol=1e-12)
+    # the balanced model meets the local condition (r is still 0)
+    assert (balanced ** 2).sum() <= 1.0
+    outside = [i for i in range(k) if i not in members]
+    np.testing.assert_array_equal(after[outside], before[outside])  # nobody else was touched
+    assert all(_all(steps, not tr.pending and not tr._sends))
+    steps.Free()
+    comm.Free()
+
+
+def test_a_violation_overtaken_by_a_resolution_is_dropped():
+    comm, steps, learners, tr, coordinator = _setup(delta=1e-6)  # every balancing grows to everyone
+    rank, k = comm.Get_rank(), comm.Get_size()
+    _set(learners, np.full(N + 1, 0.1 * (rank + 1)))
+    if coordinator is not None:
+        coordinator.violate(tr.own_violation())
+        coordinator.progress(1)  # the resolution starts: it asks the others for their models
+    steps.Barrier()
+    if rank == 1:
+        tr.send_violation_async()  # sent before rank 1 has seen the request
+    steps.Barrier()
+    members = _resolve(tr, coordinator, steps)
+    assert members == list(range(k))
+    ok = not tr.pending  # rank 1's violation was answered by the new reference
+    if coordinator is not None:
+        stats = coordinator.coordinator.stats
+        ok = ok and stats.violations == 1 and stats.full_syncs["augmented"] == 1  # rank 1's was dropped
+    models = np.array(steps.allgather(_model(learners)))
+    np.testing.assert_allclose(models, np.broadcast_to(models[0], models.shape), atol=1e-12)
+    assert all(_all(steps, ok))
+    steps.Free()
+    comm.Free()
+
+
+def test_forced_full_sync_is_nonblocking_and_keeps_progress():
+    comm, steps, learners, tr, coordinator = _setup(delta=1e-6)
+    rank, k = comm.Get_rank(), comm.Get_size()
+    if coordinator is not None:
+        coordinator.coordinator.counter = k  # the violation counter is due: the next violation forces a full sync
+    _set(learners, np.full(N + 1, float(rank)))
+    if rank == 1:
+        tr.send_violation_async()
+    steps.Barrier()
+    members = _resolve(tr, coordinator, steps)
+    assert members == list(range(k))
+    models = np.array(steps.allgather(_model(learners)))
+    mean = np.full(N + 1, (k - 1) / 2)
+    np.testing.assert_allclose(models, np.broadcast_to(mean, models.shape), atol=1e-12)
+    ok = not tr.pending and tr._full_sync is None
+    if coordinator is not None:
+        ok = ok and coordinator.coordinator.stats.full_syncs["forced"] == 1
+    assert all(_all(steps, ok))
+    steps.Free()
+    comm.Free()
