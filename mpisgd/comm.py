@@ -273,6 +273,8 @@ class MPITransport:
         self.comm.Allreduce(z, total, MPI.SUM, "full_sync")
         return total / self.k
 
+    final_mean = allreduce_model  # the run's last full sync, of every learner's final model
+
     def full_sync(self):
         """Every learner takes the mean of all models, which becomes r (blocking;
         inside a sync-mode resolution rank 0 first commands the serving followers)."""

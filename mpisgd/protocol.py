@@ -122,6 +122,17 @@ class Coordinator:
     def full_sync_steps(self, cause):
         """Every learner takes the mean model, which becomes the reference."""
         yield ("full_sync",)
+        self._synced(cause)
+
+    def final_sync(self, transport, z):
+        """The run's last full sync: the mean of every learner's final model z
+        (dense [w, b, 0], the averaged one for ASGD), by one Allreduce
+        (``transport.final_mean``). Returns the mean."""
+        mean = transport.final_mean(z)
+        self._synced("final")
+        return mean
+
+    def _synced(self, cause):
         self.stats.full_syncs[cause] += 1
         self.stats.model_messages["full_sync"] += 2 * self.k  # k up + k down
         if self.config.counter_reset == "any-full-sync" or cause == "forced":

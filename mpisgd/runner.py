@@ -50,7 +50,6 @@ import numpy as np
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
 from mpisgd.protocol import MODES, AsyncCoordinator, CheckPoints, Coordinator, ProtocolConfig
-from mpisgd.wire import CATEGORIES
 
 
 
@@ -81,17 +80,6 @@ class RunConfig:
     def as_dict(self):
         return {"protocol": self.protocol.as_dict(), "mode": self.mode, "learner": dict(self.learner),
                 "timeline_every": self.timeline_every, "poll_rows": self.poll_rows, "staleness": self.staleness}
-
-
-class _FinalSync:
-    """Transport adapter for the protocol's "final" full sync: the Allreduce of
-    every learner's final model (dense, as z with α = 0)."""
-
-    def __init__(self, transport, z):
-        self.transport, self.z, self.mean = transport, z, None
-
-    def full_sync(self):
-        self.mean = self.transport.allreduce_model(self.z)
 
 
 # -- the run --------------------------------------------------------------------------
@@ -251,13 +239,9 @@ class Run:
         z = np.append(coef, [intercept, 0.0])  # z with α = 0: u = w
         if self.central:
             return coef, intercept
-        final = _FinalSync(self.transport, z)
-        if self.rank == 0:
-            self.coordinator.full_sync(final, "final")
-        else:
-            final.full_sync()
+        mean = self.coordinator.final_sync(self.transport, z)  # its statistics count on rank 0's
         n = self.learners.n_features
-        return final.mean[:n].copy(), float(final.mean[n])
+        return mean[:n].copy(), float(mean[n])
 
     def _record(self, t):
         self.timeline.record(t, int(self.learners.errors[0]), float(self.learners.loss_sum[0]),
@@ -505,44 +489,12 @@ class Run:
         self.comm.Gather_meta(np.ascontiguousarray(timeline), gathered)
         if self.rank != 0:
             return None
-        from mpisgd import __version__
+        from mpisgd.metrics import run_report
 
         self.merged_timeline = Timeline.summed(list(gathered))
-        examples = sum(s["examples"] for s in summaries)
-        errors = sum(s["errors"] for s in summaries)
-        loss = sum(s["loss"] for s in summaries)
-        comm = {side: {c: {key: sum(s["communication"][side][c][key] for s in summaries)
-                           for key in ("messages", "bytes")} for c in CATEGORIES}
-                for side in ("sent", "received")}
-        stats = self.coordinator.stats.as_dict()
-        model_messages = stats["model_messages"]
-        report = {
-            "mpisgd_version": __version__,
-            "configuration": {**self.config.as_dict(), "ranks": self.size, "rounds": self.T,
-                              "n_features": self.learners.n_features, **(extra or {})},
-            "online": {"examples": examples, "loss": loss, "errors": errors,
-                       "mean_loss": loss / max(1, examples), "error_rate": errors / max(1, examples)},
-            "per_rank": summaries,
-            "communication": {
-                **comm,
-                "total_bytes": sum(v["bytes"] for v in comm["sent"].values()),
-                "total_messages": sum(v["messages"] for v in comm["sent"].values()),
-                "model_bytes": sum(comm["sent"][c]["bytes"] for c in CATEGORIES if c != "control"),
-                "model_messages_paper": {**model_messages, "total": sum(model_messages.values())},
-            },
-            "protocol": {
-                "checks": stats["checks"], "violations": stats["violations"],
-                "balancings": stats["balancings"], "augmented": stats["augmented"],
-                "full_syncs": {**stats["full_syncs"], "total": sum(stats["full_syncs"].values())},
-                "violation_counter": self.coordinator.counter,
-            },
-            "time": {
-                "wall": max(s["time"]["wall"] for s in summaries),
-                **{key: {"total": sum(s["time"][key] for s in summaries),
-                         "max": max(s["time"][key] for s in summaries)}
-                   for key in ("compute", "communication", "io", "checkpoint", "waiting", "other")},
-            },
-        }
+        configuration = {**self.config.as_dict(), "ranks": self.size, "rounds": self.T,
+                         "n_features": self.learners.n_features, **(extra or {})}
+        report = run_report(configuration, summaries, self.coordinator.stats.as_dict(), self.coordinator.counter)
         ck = self.checkpointer
         if ck is not None or self.resumed is not None:
             report["checkpoints"] = {

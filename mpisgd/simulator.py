@@ -211,16 +211,10 @@ class SimTransport:
         self.L.set_reference(self.L.mean_model())
         self.sent = {}
 
-
-class _FinalSync:
-    """Transport for the "final" full sync: the Allreduce of the final models z (k, n + 2)."""
-
-    def __init__(self, transport, z):
-        self.transport, self.z, self.mean = transport, z, None
-
-    def full_sync(self):
-        self.transport.allreduce("full_sync", wire.dense_nbytes(self.z.shape[1] - 2))
-        self.mean = self.z.sum(axis=0) / len(self.z)
+    def final_mean(self, z):
+        """The final Allreduce of every learner's final model z, shape (k, n + 2)."""
+        self.allreduce("full_sync", wire.dense_nbytes(z.shape[1] - 2))
+        return z.sum(axis=0) / len(z)
 
 
 class Simulation:
@@ -443,9 +437,8 @@ class Simulation:
             z[:, n] = zr[:, n]
         if self.central:
             return z[0, :n].copy(), float(z[0, n])
-        final = _FinalSync(self.transport, z)
-        self.coordinator.full_sync(final, "final")
-        return final.mean[:n].copy(), float(final.mean[n])
+        mean = self.coordinator.final_sync(self.transport, z)
+        return mean[:n].copy(), float(mean[n])
 
     def finish(self):
         """Final Allreduce and the result dictionary."""
