@@ -28,6 +28,16 @@ in its byte counters, by category):
     full_sync()                             full sync (Allreduce): every learner
                                             takes the mean of all models, which
                                             becomes r
+    final_mean(z) -> mean                   the run's last Allreduce, of final models
+
+The decisions of a resolution are written once, as the generator
+``Coordinator.resolution``; ``drive`` runs it against a blocking transport
+(sync mode, the simulator), ``AsyncCoordinator`` against a nonblocking one
+(the default mode: ``collect``, ``current`` and ``start_fetch``,
+``start_distances``, ``start_full_sync``, whose handles are polled).
+``CheckPoints`` is what happens at a check point in sync mode, on every rank
+(``coordinating``, ``begin_check``, ``end_check``, ``open_resolution``,
+``close_resolution``, ``serve``, ``settled``).
 """
 
 import math
