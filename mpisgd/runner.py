@@ -288,7 +288,7 @@ class Run:
             arrays["check/pending"] = np.array([check_t, count], dtype=np.int64)
             if self.rank == 0:
                 arrays["check/violators"] = np.asarray(violators, dtype=np.int64)
-                arrays["check/models"] = np.asarray(models, dtype=np.float64).reshape(len(violators), -1)
+                arrays["check/models"] = np.asarray(models, dtype=np.float64).reshape(len(violators), self.learners.dim)
         arrays.update({"comm/sent_messages": c.sent_messages, "comm/sent_bytes": c.sent_bytes,
                        "comm/recv_messages": c.recv_messages, "comm/recv_bytes": c.recv_bytes,
                        "timeline": self.timeline.as_array()})

@@ -184,14 +184,16 @@ def test_resume_refuses_another_number_of_ranks(tmp_path, reference):
 def test_resume_refuses_another_format_version(tmp_path, reference):
     import h5py
 
+    from mpisgd.checkpoint import FORMAT_VERSION
+
     src = copy_checkpoints(reference, tmp_path)
     rank1 = src / "checkpoints" / "round-500" / "rank-1.h5"
     with h5py.File(rank1, "r+") as f:
         f.attrs["format_version"] = 0
     text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", src)
-    assert f"{rank1}: format version 0, this mpisgd reads version 1" in text, text
+    assert f"{rank1}: format version 0, this mpisgd reads version {FORMAT_VERSION}" in text, text
     manifest = src / "checkpoints" / "round-500" / "COMPLETE"
-    manifest.write_text(manifest.read_text().replace('"format_version": 1', '"format_version": 99'))
+    manifest.write_text(manifest.read_text().replace(f'"format_version": {FORMAT_VERSION}', '"format_version": 99'))
     text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", src)
     assert f"{manifest}: format version 99" in text, text
 
