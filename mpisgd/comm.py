@@ -1,16 +1,21 @@
-"""Counted MPI communication: the only module on the model path that calls mpi4py.
+"""Counted MPI communication: every MPI call of a training run.
 
 ``CountingComm`` wraps a communicator and records, per category of
 ``mpisgd.wire.CATEGORIES``, the messages and bytes this rank sends and
-receives, and the wall time spent inside MPI calls. It offers upper-case
-(buffer) calls only, so no model data is ever pickled.
+receives, and the wall time spent inside MPI calls. Model data goes through
+its upper-case (buffer) calls only, so it is never pickled; the ``*_meta``
+calls carry small metadata around a run (shapes, round counts, the report)
+and are not counted.
 
 ``MPITransport`` is the protocol's transport (``mpisgd.protocol``) over MPI:
-on rank 0 the coordinator side (fetch, divergence, distances,
-send_balanced, full_sync), on the other ranks the follower side (``serve``
-until END), exactly as docs/WIRE.md lays out for ``--mode sync``; plus the
-check-point exchange of violations, the static and final Allreduce, and the
-non-blocking polling that ``--mode async`` uses (docs/RUNNING.md).
+on rank 0 the coordinator's requests (fetch, divergence, distances,
+send_balanced, full_sync), blocking for sync mode and as polled handles for
+the default async mode (start_fetch, start_distances, start_full_sync); on
+the other ranks the answers (``serve`` until END in sync mode, ``poll`` in
+async mode); the sync-mode check (``begin_check``: violation Isends and a
+nonblocking Allreduce of the count; ``end_check``), the static and final
+Allreduce, and the async violations, DONE and FINISH, exactly as
+docs/WIRE.md lays out.
 
 Every rank is one learner: learner l is rank l, and its model lives in an
 ``OnlineLearners(k=1)`` (index 0 locally).
