@@ -71,7 +71,7 @@ def test_asgd_reaches_the_optimum(name, loss, lam):
                         regularize_bias=True, avg_start=(EPOCHS // 2) * X.shape[0],
                         max_iter=EPOCHS, random_state=0).fit(X, y)
     assert clf.bias_gain_ == 0.01
-    f = objective(clf.coef_, clf.intercept_, X, y, loss, lam)
+    f = objective(clf.coef_[0], clf.intercept_[0], X, y, loss, lam)
     err = np.mean(clf.predict(Xt) != yt)
     gap = (f - f_opt) / f_opt
     print(f"{name} {loss}: F={f:.6f} F*={f_opt:.6f} gap={100 * gap:.3f}% "

@@ -481,6 +481,9 @@ def preprocessing_of(paths):
             first, first_path = record, path
         elif record != first:
             key = next(k for k in first if first[k] != record[k])
+            if key == "n_features":
+                raise MpisgdError(f"n_features differs across shards ({first_path}: "
+                                  f"{first[key]}, {path}: {record[key]})")
             raise MpisgdError(
                 f"{path}: {key}={record[key]!r}, but {first_path}: {key}={first[key]!r}: "
                 "the shards were not prepared the same way"
