@@ -26,14 +26,22 @@ def refuse_to_replace(out, overwrite=False, files=RUN_FILES, allow="--overwrite"
 def start_train_run(out, overwrite, shards=(), test=None):
     """Rank 0 before ``mpisgd train`` learns: refuse an ``out`` holding a run
     (unless ``overwrite``), a ``test`` path that does not exist, and shards
-    preprocessed differently. Returns the shards' preprocessing record."""
-    from mpisgd.commands.eval import check_test_paths
-    from mpisgd.data.shard import preprocessing_of
+    preprocessed differently, test shards of another width. Returns the
+    shards' preprocessing record."""
+    from mpisgd.commands.eval import check_test_paths, shard_paths
+    from mpisgd.data.shard import open_shard, preprocessing_of
 
     refuse_to_replace(out, overwrite, allow="--overwrite (or --resume)")
     if test is not None:
         check_test_paths([test])
-    return preprocessing_of(shards)
+    preprocessing = preprocessing_of(shards)
+    if test is not None and shards:
+        for path in shard_paths([test]) or []:  # None: a LIBSVM file, checked as it is read
+            with open_shard(path) as shard:
+                if shard.n_features != preprocessing["n_features"]:
+                    raise MpisgdError(f"--test {path}: {shard.n_features} features, but the "
+                                      f"training shards have {preprocessing['n_features']}")
+    return preprocessing
 
 
 def complete_train_run(out, report, preprocessing, test=None):

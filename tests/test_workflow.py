@@ -199,3 +199,17 @@ def test_train_missing_test_path_fails_before_learning(data, tmp_path):
     assert f"--test {tmp_path / 'nope.svm'}: no such file or directory" in done.stderr
     assert "rounds" not in done.stderr  # no progress: nothing was learned
     assert not (out / "model.h5").exists()
+
+
+@needs_mpiexec
+def test_train_test_shards_of_another_width_fail_before_learning(data, tmp_path):
+    from mpisgd.data.shard import write_shard
+
+    _, _, shards, _ = data
+    wide = tmp_path / "wide.h5"
+    write_shard(wide, sp.random(5, 9, density=0.5, format="csr", random_state=0), np.ones(5))
+    out = tmp_path / "run"
+    done = mpisgd(2, "train", *sorted(shards.glob("*.h5")), "--test", wide, "--out", out)
+    assert done.returncode != 0
+    assert f"--test {wide}: 9 features, but the training shards have 8" in done.stderr
+    assert not (out / "model.h5").exists()

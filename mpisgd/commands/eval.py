@@ -31,7 +31,7 @@ def check_test_paths(paths, option="--test"):
             raise MpisgdError(f"{option} {path}: no such file or directory")
 
 
-def _shard_paths(paths):
+def shard_paths(paths):
     """The shard files of ``paths`` (a directory stands for its *.h5 files, which
     must all belong to one split), or None when ``paths`` is one text file."""
     import os
@@ -111,7 +111,7 @@ def read_test_set(paths, model, zero_based="model"):
 
     paths = [paths] if isinstance(paths, str) else list(paths)
     check_test_paths(paths, option="test set")
-    files = _shard_paths(paths)
+    files = shard_paths(paths)
     if files is not None:
         X, y = _read_shards(files, model)
         where = files[0] if len(files) == 1 else f"{len(files)} shards ({files[0]} ...)"
