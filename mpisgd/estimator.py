@@ -159,7 +159,7 @@ def _csr(X):
 class _BaseSGD(BaseEstimator):
     """Shared parameters, state and epoch loop of SGDClassifier and SGDRegressor.
 
-    Parameters: ``penalty`` (PENALTIES); ``alpha`` λ of F(w, b) (ALGORITHMS.md §1); ``algorithm`` (see
+    Parameters: ``penalty`` (PENALTIES); ``alpha`` λ of F(w, b) (docs/ALGORITHMS.md §1); ``algorithm`` (see
     the module docstring); ``schedule`` one of mpisgd.kernels.schedules.SCHEDULES
     (None: per algorithm); ``eta0`` γ0 (None: calibrated); ``t0`` of "optimal"
     1/(λ(t0 + t)); ``power_t`` of "invscaling"; ``fit_intercept``;
@@ -424,7 +424,7 @@ class _BaseSGD(BaseEstimator):
         return np.asarray(X @ np.atleast_2d(self.coef_).T, dtype=np.float64) + self.intercept_
 
     def objective(self, X, y):
-        """(mean loss, error rate, primal objective F(w, b) of ALGORITHMS.md §1) on X, y;
+        """(mean loss, error rate, primal objective F(w, b) of docs/ALGORITHMS.md §1) on X, y;
         one-versus-rest: loss and objective summed over the K problems, the error
         of the predicted class."""
         check_is_fitted(self, "coef_")

@@ -1,7 +1,7 @@
 """Quality on real data: ASGD after 10 epochs against the exact optimum of the
 same objective, computed here (liblinear for hinge, L-BFGS for log).
 
-Objective (ALGORITHMS.md §1, regularized bias): F(w, b) = mean ℓ(w·x + b, y)
+Objective (docs/ALGORITHMS.md §1, regularized bias): F(w, b) = mean ℓ(w·x + b, y)
 + (λ/2)(‖w‖² + b²), rows L2-normalized. Learner: Bottou's ASGD with the
 schedule γ0/(1 + λγ0 t) (γ0 calibrated), averaging from epoch 6 on, sparse
 bias gain 0.01. Targets: objective within 0.5 % of the optimum, test error
