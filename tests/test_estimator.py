@@ -14,6 +14,7 @@ from mpisgd.errors import MpisgdError
         SGDClassifier(random_state=0),
         SGDClassifier(loss="log", algorithm="dekel-casgd", alpha=1e-3, random_state=0),
         SGDClassifier(loss="modified_huber", algorithm="sgd", random_state=0),
+        SGDClassifier(loss="log", algorithm="sgd", average=10, random_state=0),
         SGDRegressor(random_state=0),
         SGDRegressor(loss="huber", algorithm="dekel-sgd", alpha=1e-2, random_state=0),
     ]
