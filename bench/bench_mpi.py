@@ -36,7 +36,7 @@ LEARNER = ["--loss", "log", "--eta0", "1.0", "--lam", "1e-5"]
 
 def train(ranks, args, out):
     cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *map(str, args),
-           "--out", str(out), "--quiet", "--timeline-every", "0"]
+           "--out", str(out), "--quiet", "--overwrite", "--timeline-every", "0"]
     done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{done.stderr[-2000:]}")
@@ -151,7 +151,7 @@ def section_rcv1(quick, tmp):
     for proto in runs:
         out = Path(tmp) / "rc"
         rep = train(2, [*paths, *LEARNER, "--protocol", *proto], out)
-        err = LinearModel.load(out / "model.h5").loss_and_error(X_test, y_test)[1]
+        err = LinearModel.load(out / "model.h5").evaluate(X_test, y_test)["error"]
         results.append((proto, rep, err))
     base_bytes, base_err = results[0][1]["communication"]["total_bytes"], results[0][2]
     for proto, rep, err in results:

@@ -14,7 +14,7 @@ with the stream's drift rounds) go to OUT/results.json and OUT/results.csv;
 then ``bench/repro_tables.py`` writes OUT/tables.md and ``mpisgd plot
 OUT/results.json`` draws the figures (both run at the end unless --no-report).
 
-Experiments (ALGORITHMS.md §4):
+Experiments (docs/ALGORITHMS.md §4):
 
 - disjunction: n = 100, k = 512, T = 25,000, drift 0.0002, log loss, λ = 0, η = 1.
   none; central; static b ∈ {1, …, 128}; dynamic Δ ∈ DISJ_DELTAS with b = 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The synthetic streams of ALGORITHMS.md §4 as one shard per learner (row t = round t):
+# The synthetic streams of docs/ALGORITHMS.md §4 as one shard per learner (row t = round t):
 #   disjunction: n = 100, k = 512 learners, T = 25,000 rounds, drift probability 0.0002
 #   neuralnet:   n = 150, k = 1024 learners, T = 2,500 rounds (dense ±1 rows: 3.1 GB at float32)
 # The simulator and the MPI runner can also generate these streams in memory (same rows,

@@ -1,4 +1,4 @@
-"""Bottou's γ0 ("eta0") calibration (svmsgd.cpp ``determineEta0``, ALGORITHMS.md §3).
+"""Bottou's γ0 ("eta0") calibration (svmsgd.cpp ``determineEta0``, docs/ALGORITHMS.md §3).
 
 Train one pass over a sample with a fixed step γ starting from w = 0, measure
 the sample's objective, start at γ = 1 and move by factors of 2 in the

@@ -18,7 +18,7 @@ import time
 
 from mpisgd.errors import MpisgdError
 
-COMMANDS = ("fit", "eval", "prep", "train", "simulate", "plot", "demo")
+COMMANDS = ("fit", "eval", "prep", "train", "simulate", "compare", "plot", "demo")
 
 
 class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -14,6 +14,20 @@ mpisgd.kernels.dekel for Dekel's SGD/ASGD/CASGD with step 1/(λt)).
 When γ0 (``eta0``) is None it is calibrated on 1,000 examples as Bottou's
 svmsgd does (``eta0_`` holds the choice, printed when ``verbose``).
 
+``average`` (scikit-learn's name): None lets ``algorithm`` decide; False,
+True or an int n ≥ 1 select Bottou's kernel without averaging, averaging
+from the first example on, or averaging from example n on (``avg_start``
+= 0 or n; only with algorithm "sgd" or "asgd").
+
+``penalty``: one of PENALTIES (what the kernels implement).
+
+Classification with K ≥ 3 classes is one-versus-rest: K binary problems
+(class c against the others, c → +1) share the options and the rows, each
+with its own kernel state (and calibrated γ0); the predicted class has the
+largest w_c·x + b_c. ``coef_`` is (1, n_features) for two classes and
+(K, n_features) for K, ``intercept_`` (1,) or (K,), as in scikit-learn;
+SGDRegressor's ``coef_`` is (n_features,) and ``intercept_`` (1,).
+
 ``bias_gain`` multiplies the bias step of Bottou's kernels. Default None:
 0.01 for scipy.sparse input (svmsgd's sparse-data gain: on a9a and w8a it
 divides the objective gap after 10 epochs by 2 to 10) and 1.0 for dense
@@ -42,6 +56,8 @@ from mpisgd.kernels.schedules import NEEDS_POSITIVE_LAMBDA, OPTIMAL, SCHEDULES
 from mpisgd.model import LinearModel, loss_error_sums
 
 ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd")
+# The regularizers the kernels implement (λ/2 ‖w‖²): the one list every check uses.
+PENALTIES = ("l2",)
 DEFAULT_SCHEDULE = {"sgd": "bottou", "asgd": "xu"}
 LOSS_ALIASES = {"log_loss": "log", "squared_error": "squared"}
 
@@ -56,6 +72,11 @@ def _check_config(est, losses):
         raise MpisgdError(
             f"{name}: unknown algorithm {est.algorithm!r}; choose one of {', '.join(ALGORITHMS)}"
         )
+    if est.penalty not in PENALTIES:
+        raise MpisgdError(
+            f"{name}: penalty {est.penalty!r} is not implemented; choose one of {', '.join(PENALTIES)}"
+        )
+    average, avg_start = _check_average(est)
     lam = float(est.alpha)
     if not math.isfinite(lam) or lam < 0:
         raise MpisgdError(f"{name}: alpha (λ) must be a finite number ≥ 0, got {est.alpha!r}")
@@ -96,7 +117,29 @@ def _check_config(est, losses):
         fit_intercept=bool(est.fit_intercept),
         regularize_bias=bool(est.regularize_bias),
         dekel=dekel,
+        penalty=est.penalty,
+        average=average,
+        avg_start=avg_start,
     )
+
+
+def _check_average(est):
+    """(average?, avg_start or None) of Bottou's kernel from ``average`` and ``algorithm``."""
+    name = type(est).__name__
+    if est.average is None:
+        return est.algorithm == "asgd", est.avg_start
+    if est.algorithm not in ("sgd", "asgd"):
+        raise MpisgdError(
+            f"{name}: average={est.average!r} selects Bottou's kernel; it needs algorithm "
+            f"'sgd' or 'asgd', got {est.algorithm!r} (or leave average=None)"
+        )
+    if est.avg_start is not None:
+        raise MpisgdError(f"{name}: give average or avg_start, not both")
+    if isinstance(est.average, (bool, np.bool_)):
+        return bool(est.average), (0.0 if est.average else None)
+    if isinstance(est.average, (int, np.integer)) and est.average >= 0:
+        return est.average > 0, (float(est.average) if est.average > 1 else 0.0)
+    raise MpisgdError(f"{name}: average must be None, a bool or an int ≥ 0, got {est.average!r}")
 
 
 def _csr(X):
@@ -116,18 +159,19 @@ def _csr(X):
 class _BaseSGD(BaseEstimator):
     """Shared parameters, state and epoch loop of SGDClassifier and SGDRegressor.
 
-    Parameters: ``alpha`` λ of F(w, b) (ALGORITHMS.md §1); ``algorithm`` (see
+    Parameters: ``penalty`` (PENALTIES); ``alpha`` λ of F(w, b) (docs/ALGORITHMS.md §1); ``algorithm`` (see
     the module docstring); ``schedule`` one of mpisgd.kernels.schedules.SCHEDULES
     (None: per algorithm); ``eta0`` γ0 (None: calibrated); ``t0`` of "optimal"
     1/(λ(t0 + t)); ``power_t`` of "invscaling"; ``fit_intercept``;
     ``regularize_bias`` adds λb²/2; ``bias_gain`` (see the module docstring);
     ``avg_start`` examples before ASGD starts averaging (None: one epoch of the
-    first fit); ``epsilon`` δ of huber / ε of epsilon_insensitive (None: 1.0 /
+    first fit); ``average`` (see the module docstring); ``epsilon`` δ of huber / ε of epsilon_insensitive (None: 1.0 /
     0.1); ``max_iter`` epochs of ``fit``; ``shuffle`` and ``random_state`` the
     per-epoch permutation; ``verbose`` prints the calibrated γ0.
 
     Fitted: ``coef_``, ``intercept_`` (the averaged model for the averaging
-    algorithms), ``eta0_``, ``bias_gain_``, ``t_`` (examples seen), ``n_iter_``.
+    algorithms), ``eta0_`` (one-versus-rest: one per class), ``bias_gain_``,
+    ``t_`` (examples seen), ``n_iter_``.
     """
 
     _losses = ()
@@ -136,6 +180,7 @@ class _BaseSGD(BaseEstimator):
         self,
         loss,
         *,
+        penalty="l2",
         alpha=1e-4,
         algorithm="asgd",
         schedule=None,
@@ -146,6 +191,7 @@ class _BaseSGD(BaseEstimator):
         regularize_bias=False,
         bias_gain=None,
         avg_start=None,
+        average=None,
         epsilon=None,
         max_iter=5,
         shuffle=True,
@@ -153,6 +199,7 @@ class _BaseSGD(BaseEstimator):
         verbose=0,
     ):
         self.loss = loss
+        self.penalty = penalty
         self.alpha = alpha
         self.algorithm = algorithm
         self.schedule = schedule
@@ -163,6 +210,7 @@ class _BaseSGD(BaseEstimator):
         self.regularize_bias = regularize_bias
         self.bias_gain = bias_gain
         self.avg_start = avg_start
+        self.average = average
         self.epsilon = epsilon
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -213,11 +261,11 @@ class _BaseSGD(BaseEstimator):
                 self._xbar = np.zeros(0)
             self._st = np.zeros(dekel.N_STATE)
         else:
-            self._average = self.algorithm == "asgd"
+            self._average = cfg["average"]
             self._a = np.zeros(n) if self._average else np.zeros(0)
             self._xbar = np.zeros(0)
             self._st = sgd.new_state()
-            self._avg_start = float(n_rows if self.avg_start is None else self.avg_start)
+            self._avg_start = float(n_rows if cfg["avg_start"] is None else cfg["avg_start"])
         self._rng = check_random_state(self.random_state)
         self.eta0_ = None if cfg["dekel"] else self.eta0
         self.t_ = 0
@@ -257,7 +305,7 @@ class _BaseSGD(BaseEstimator):
         return loss_sum, n_err
 
     def _publish(self):
-        """coef_, intercept_ from the kernel state (one dense combination)."""
+        """This problem's (w, b) from the kernel state (one dense combination)."""
         from mpisgd.kernels import dekel, sgd
 
         st = self._st
@@ -276,8 +324,8 @@ class _BaseSGD(BaseEstimator):
                 f"{type(self).__name__}: training diverged (non-finite weights after "
                 f"{int(st[0])} examples): use a smaller eta0 or a larger alpha"
             )
-        self.coef_ = np.asarray(w, dtype=np.float64)
-        self.intercept_ = float(b)
+        self._w = np.asarray(w, dtype=np.float64)
+        self._b = float(b)
 
     def _calibrate(self, arrays, y, n_features, order):
         from mpisgd.calibrate import calibrate_eta0
@@ -299,32 +347,61 @@ class _BaseSGD(BaseEstimator):
 
     # -- the epoch loop --------------------------------------------------------
 
+    def _start(self, cfg, X, arrays, y_pm):
+        """A fresh kernel state for one problem, γ0 calibrated; returns the
+        first epoch's order."""
+        self._init_state(cfg, X, X.shape[0])
+        order = self._order(X.shape[0])
+        self._calibrate(arrays, y_pm, X.shape[1], order)
+        return order
+
+    def _problem(self):
+        """A holder of one more problem's kernel state (one-versus-rest)."""
+        return type(self)(**self.get_params())
+
     def _epochs(self, X, y, max_iter, reset, classes=None):
         """Generator: validate, (re)initialize when ``reset``, then run ``max_iter``
-        epochs, yielding (epoch, seconds, online mean loss, online error rate)."""
+        epochs, yielding (epoch, seconds, online mean loss, online error rate);
+        one-versus-rest, loss and errors are summed over the K problems."""
         X, y = self._validate(X, y, reset=reset)
-        y_pm = self._targets(y, reset, classes)
+        targets = self._targets(y, reset, classes)  # one row of targets per problem
         cfg = _check_config(self, self._losses) if reset else self._cfg
         m = X.shape[0]
         if m == 0:
             raise MpisgdError(f"{type(self).__name__}: empty data (0 samples)")
         arrays = _csr(X)
-        first_order = None
+        first_orders = None
         if reset:
             if cfg["bias_gain"] is None:
                 cfg["bias_gain"] = 0.01 if sp.issparse(X) else 1.0
             self.bias_gain_ = cfg["bias_gain"]
-            self._init_state(cfg, X, m)
-            first_order = self._order(m)
-            self._calibrate(arrays, y_pm, X.shape[1], first_order)
+            self._cfg = cfg
+            self._problems = [self] if len(targets) == 1 else [self._problem() for _ in targets]
+            first_orders = [p._start(cfg, X, arrays, y_pm)
+                            for p, y_pm in zip(self._problems, targets)]
+        xbar = self._problems[0]._xbar
         xbar_dot = np.zeros(0)
-        if self._xbar.size:
-            xbar_dot = np.asarray(X @ self._xbar, dtype=np.float64).ravel()  # x̄·x_i, O(mk)
+        if xbar.size:
+            xbar_dot = np.asarray(X @ xbar, dtype=np.float64).ravel()  # x̄·x_i, O(mk)
         for epoch in range(max_iter):
-            order = first_order if first_order is not None and epoch == 0 else self._order(m)
             start = time.perf_counter()
-            loss_sum, n_err = self._epoch(arrays, y_pm, order, xbar_dot)
+            loss_sum = n_err = 0.0
+            for k, (problem, y_pm) in enumerate(zip(self._problems, targets)):
+                order = first_orders[k] if first_orders and epoch == 0 else problem._order(m)
+                part_loss, part_err = problem._epoch(arrays, y_pm, order, xbar_dot)
+                loss_sum, n_err = loss_sum + part_loss, n_err + part_err
+            self._combine()
             yield epoch + 1, time.perf_counter() - start, loss_sum / m, n_err / m
+
+    def _combine(self):
+        """coef_, intercept_ and the counters from every problem's (w, b)."""
+        ps = self._problems
+        coef = np.vstack([p._w for p in ps])
+        self.coef_ = coef if self._is_classifier() else coef[0]
+        self.intercept_ = np.array([p._b for p in ps])
+        self.t_, self.n_iter_ = ps[0].t_, ps[0].n_iter_
+        if len(ps) > 1:
+            self.eta0_ = np.array([np.nan if p.eta0_ is None else p.eta0_ for p in ps])
 
     def fit(self, X, y):
         """Train from scratch for ``max_iter`` epochs."""
@@ -333,7 +410,7 @@ class _BaseSGD(BaseEstimator):
         return self
 
     def _partial_fit(self, X, y, classes=None):
-        first = not hasattr(self, "_st")
+        first = not hasattr(self, "_st") and not hasattr(self, "_problems")
         for _ in self._epochs(X, y, 1, reset=first, classes=classes):
             pass
         return self
@@ -341,23 +418,28 @@ class _BaseSGD(BaseEstimator):
     # -- prediction and model --------------------------------------------------
 
     def _decision(self, X):
-        """w·x + b for every row of X."""
+        """w_k·x + b_k for every row of X and problem k: (m, K)."""
         check_is_fitted(self, "coef_")
         X = self._validate(X, reset=False)[0]
-        return np.asarray(X @ self.coef_, dtype=np.float64).ravel() + self.intercept_
+        return np.asarray(X @ np.atleast_2d(self.coef_).T, dtype=np.float64) + self.intercept_
 
     def objective(self, X, y):
-        """(mean loss, error rate, primal objective F(w, b) of ALGORITHMS.md §1) on X, y."""
+        """(mean loss, error rate, primal objective F(w, b) of docs/ALGORITHMS.md §1) on X, y;
+        one-versus-rest: loss and objective summed over the K problems, the error
+        of the predicted class."""
         check_is_fitted(self, "coef_")
         X, y = self._validate(X, y, reset=False)
-        y_pm = self._targets(y, reset=False)
+        targets = self._targets(y, reset=False)
         p = self._decision(X)
         cfg = self._cfg
-        total, n_err = loss_error_sums(cfg["loss_code"], p, y_pm, cfg["loss_param"])
-        m = max(len(p), 1)
-        reg = self.coef_ @ self.coef_
+        total, n_err = loss_error_sums(cfg["loss_code"], np.ascontiguousarray(p.T).ravel(),
+                                       targets.ravel(), cfg["loss_param"])
+        m = max(p.shape[0], 1)
+        if p.shape[1] > 1:
+            n_err = int(np.sum(np.argmax(p, axis=1) != np.argmax(targets, axis=0)))
+        reg = float(np.sum(self.coef_ * self.coef_))
         if cfg["regularize_bias"]:
-            reg += self.intercept_**2
+            reg += float(np.sum(self.intercept_**2))
         return total / m, n_err / m, total / m + 0.5 * cfg["lam"] * reg
 
     def to_model(self):
@@ -366,9 +448,10 @@ class _BaseSGD(BaseEstimator):
         cfg = self._cfg
         meta = dict(
             algorithm=self.algorithm,
+            penalty=cfg["penalty"],
             **{"lambda": cfg["lam"]},
             schedule="1/(lambda t)" if cfg["dekel"] else cfg["schedule"],
-            eta0=self.eta0_,
+            eta0=self.eta0_.tolist() if isinstance(self.eta0_, np.ndarray) else self.eta0_,
             t0=cfg["t0"],
             power_t=cfg["power"],
             loss_param=cfg["loss_param"],
@@ -377,22 +460,26 @@ class _BaseSGD(BaseEstimator):
             bias_gain=cfg["bias_gain"],
             epochs=self.n_iter_,
             examples_seen=self.t_,
-            n_features=int(self.coef_.shape[0]),
+            n_features=int(self.coef_.shape[-1]),
         )
-        if not cfg["dekel"] and self.algorithm == "asgd":
-            meta["avg_start"] = self._avg_start
+        if not cfg["dekel"] and cfg["average"]:
+            meta["avg_start"] = self._problems[0]._avg_start
+        coef, intercept = self.coef_, self.intercept_
         if hasattr(self, "classes_"):
             meta["classes"] = [c.item() if hasattr(c, "item") else c for c in self.classes_]
-            meta["label_map"] = {"-1": meta["classes"][0], "+1": meta["classes"][1]}
-        return LinearModel(self.coef_, self.intercept_, cfg["loss"], meta)
+            if len(self.classes_) == 2:
+                meta["label_map"] = {"-1": meta["classes"][0], "+1": meta["classes"][1]}
+        if coef.ndim == 1 or coef.shape[0] == 1:
+            coef, intercept = coef.reshape(-1), intercept[0]
+        return LinearModel(coef, intercept, cfg["loss"], meta)
 
 
 class SGDClassifier(ClassifierMixin, _BaseSGD):
-    """Binary linear classifier trained by sparse SGD/ASGD/CASGD.
+    """Linear classifier trained by sparse SGD/ASGD/CASGD.
 
-    Labels: any two classes; ``classes_[0]`` is mapped to −1 and
-    ``classes_[1]`` to +1 (``label_map_`` records it). Three or more classes
-    are an error (the losses are binary).
+    Two classes: ``classes_[0]`` is mapped to −1 and ``classes_[1]`` to +1
+    (``label_map_`` records it). K ≥ 3 classes: one-versus-rest (see the
+    module docstring).
     """
 
     _losses = CLASSIFICATION_LOSSES + ("log_loss",)
@@ -401,6 +488,7 @@ class SGDClassifier(ClassifierMixin, _BaseSGD):
         self,
         loss="hinge",
         *,
+        penalty="l2",
         alpha=1e-4,
         algorithm="asgd",
         schedule=None,
@@ -411,6 +499,7 @@ class SGDClassifier(ClassifierMixin, _BaseSGD):
         regularize_bias=False,
         bias_gain=None,
         avg_start=None,
+        average=None,
         epsilon=None,
         max_iter=5,
         shuffle=True,
@@ -418,20 +507,20 @@ class SGDClassifier(ClassifierMixin, _BaseSGD):
         verbose=0,
     ):
         super().__init__(
-            loss, alpha=alpha, algorithm=algorithm, schedule=schedule, eta0=eta0, t0=t0,
-            power_t=power_t, fit_intercept=fit_intercept, regularize_bias=regularize_bias,
-            bias_gain=bias_gain, avg_start=avg_start, epsilon=epsilon, max_iter=max_iter,
+            loss, penalty=penalty, alpha=alpha, algorithm=algorithm, schedule=schedule, eta0=eta0,
+            t0=t0, power_t=power_t, fit_intercept=fit_intercept, regularize_bias=regularize_bias,
+            bias_gain=bias_gain, avg_start=avg_start, average=average, epsilon=epsilon, max_iter=max_iter,
             shuffle=shuffle, random_state=random_state, verbose=verbose,
         )
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
         tags.input_tags.sparse = True
         return tags
 
     def _targets(self, y, reset, classes=None):
-        """Map the two classes to −1/+1 explicitly."""
+        """±1 targets, one row per problem: one row (classes_[1] → +1) for two
+        classes, K rows (class c → +1) one-versus-rest."""
         name = type(self).__name__
         try:
             check_classification_targets(y)
@@ -439,50 +528,61 @@ class SGDClassifier(ClassifierMixin, _BaseSGD):
             raise MpisgdError(f"{name}: {exc}") from None
         if reset:
             found = np.unique(y) if classes is None else np.unique(classes)
-            if found.shape[0] != 2:
+            if found.shape[0] < 2:
                 raise MpisgdError(
-                    f"{name}: Only binary classification is supported: the loss "
-                    f"{self.loss!r} needs exactly 2 classes; "
-                    f"got {found.shape[0]} class{'es' if found.shape[0] != 1 else ''}: "
-                    f"{found.tolist()[:10]}"
+                    f"{name}: classification needs at least 2 classes; got "
+                    f"{found.shape[0]} class: {found.tolist()[:10]}"
                 )
             self.classes_ = found
-            self.label_map_ = {found[0]: -1, found[1]: +1}
+            if found.shape[0] == 2:
+                self.label_map_ = {found[0]: -1, found[1]: +1}
         unknown = ~np.isin(y, self.classes_)
         if unknown.any():
             raise MpisgdError(
                 f"{name}: labels {np.unique(y[unknown]).tolist()[:10]} are not among the "
                 f"classes {self.classes_.tolist()} of the first fit"
             )
-        return np.where(y == self.classes_[1], 1.0, -1.0)
+        if len(self.classes_) == 2:
+            return np.where(y == self.classes_[1], 1.0, -1.0)[None, :]
+        return np.where(y[None, :] == self.classes_[:, None], 1.0, -1.0)
 
     def partial_fit(self, X, y, classes=None):
         """One epoch over (X, y), continuing the previous state. The first call
-        fixes the label mapping from ``classes`` (or from y)."""
+        fixes the classes from ``classes`` (or from y)."""
         return self._partial_fit(X, y, classes)
 
     def decision_function(self, X):
-        """w·x + b for every row of X (positive means classes_[1])."""
-        return self._decision(X)
+        """w·x + b for every row of X (positive means classes_[1]); one-versus-rest
+        (m, K): w_c·x + b_c per class."""
+        p = self._decision(X)
+        return p[:, 0] if p.shape[1] == 1 else p
 
     def predict(self, X):
-        """The class of sign(w·x + b) (a score of 0 goes to classes_[0])."""
-        p = self.decision_function(X)
-        return self.classes_[(p > 0).astype(np.intp)]
+        """The class of sign(w·x + b) (a score of 0 goes to classes_[0]), or of the
+        largest w_c·x + b_c one-versus-rest."""
+        p = self._decision(X)
+        if p.shape[1] == 1:
+            return self.classes_[(p[:, 0] > 0).astype(np.intp)]
+        return self.classes_[np.argmax(p, axis=1)]
 
     def _has_proba(self):
         return LOSS_ALIASES.get(self.loss, self.loss) in ("log", "modified_huber")
 
     @available_if(_has_proba)
     def predict_proba(self, X):
-        """P(classes_[1] | x): logistic for log loss, (clip(p, −1, 1) + 1)/2 for
-        modified Huber. Columns follow classes_."""
-        p = self.decision_function(X)
+        """P(class | x), columns following classes_: logistic for log loss,
+        (clip(p, −1, 1) + 1)/2 for modified Huber; one-versus-rest, each class's
+        binary probability, normalized over the classes (as scikit-learn)."""
+        p = self._decision(X)
         if LOSS_ALIASES.get(self.loss, self.loss) == "log":
             pos = 0.5 * (1.0 + np.tanh(0.5 * p))  # 1/(1 + e^{−p}), without overflow
         else:
             pos = (np.clip(p, -1.0, 1.0) + 1.0) / 2.0
-        return np.column_stack([1.0 - pos, pos])
+        if p.shape[1] == 1:
+            return np.column_stack([1.0 - pos[:, 0], pos[:, 0]])
+        total = pos.sum(axis=1, keepdims=True)
+        k = p.shape[1]
+        return np.where(total > 0, pos / np.where(total > 0, total, 1.0), 1.0 / k)
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):
@@ -500,6 +600,7 @@ class SGDRegressor(RegressorMixin, _BaseSGD):
         self,
         loss="squared",
         *,
+        penalty="l2",
         alpha=1e-4,
         algorithm="asgd",
         schedule=None,
@@ -510,6 +611,7 @@ class SGDRegressor(RegressorMixin, _BaseSGD):
         regularize_bias=False,
         bias_gain=None,
         avg_start=None,
+        average=None,
         epsilon=None,
         max_iter=5,
         shuffle=True,
@@ -517,9 +619,9 @@ class SGDRegressor(RegressorMixin, _BaseSGD):
         verbose=0,
     ):
         super().__init__(
-            loss, alpha=alpha, algorithm=algorithm, schedule=schedule, eta0=eta0, t0=t0,
-            power_t=power_t, fit_intercept=fit_intercept, regularize_bias=regularize_bias,
-            bias_gain=bias_gain, avg_start=avg_start, epsilon=epsilon, max_iter=max_iter,
+            loss, penalty=penalty, alpha=alpha, algorithm=algorithm, schedule=schedule, eta0=eta0,
+            t0=t0, power_t=power_t, fit_intercept=fit_intercept, regularize_bias=regularize_bias,
+            bias_gain=bias_gain, avg_start=avg_start, average=average, epsilon=epsilon, max_iter=max_iter,
             shuffle=shuffle, random_state=random_state, verbose=verbose,
         )
 
@@ -532,7 +634,7 @@ class SGDRegressor(RegressorMixin, _BaseSGD):
         y = np.asarray(y, dtype=np.float64)
         if not np.all(np.isfinite(y)):
             raise MpisgdError(f"{type(self).__name__}: targets y contain NaN or infinity")
-        return np.ascontiguousarray(y)
+        return np.ascontiguousarray(y)[None, :]
 
     def partial_fit(self, X, y):
         """One epoch over (X, y), continuing the previous state."""
@@ -540,4 +642,4 @@ class SGDRegressor(RegressorMixin, _BaseSGD):
 
     def predict(self, X):
         """w·x + b."""
-        return self._decision(X)
+        return self._decision(X)[:, 0]

@@ -1,12 +1,24 @@
 """A trained linear model p(x) = w·x + b, and its HDF5 file.
 
-File layout (format version 1): dataset ``coef`` (float64, n_features);
-root attributes ``format`` = "mpisgd-linear-model", ``format_version``,
-``loss``, ``intercept``, ``n_features``, ``meta_json`` (the whole ``meta``
-dict as JSON, read back exactly) and, for people reading the file with
-h5dump, every scalar ``meta`` entry (λ as ``lambda``, ``schedule``,
-``algorithm``, ...) as a root attribute of its own unless its name is one of
-the above.
+One linear function (binary classification, regression): ``coef`` has shape
+(n_features,) and ``intercept`` is a float. One-versus-rest over K ≥ 3
+classes: ``coef`` (K, n_features), ``intercept`` (K,), ``meta["classes"]``
+the K labels; p_c(x) = w_c·x + b_c and the predicted class is the argmax.
+
+``preprocessing`` records what was done to the rows before they reached the
+learner (``mpisgd prep`` shard attributes, ``mpisgd fit --normalize``):
+``normalize`` ("l2" or "none"), ``zero_based_input``, ``n_features``,
+``source``, ``label_mapping``. ``preprocess`` applies it to new rows, so a
+test set is scored the way the training rows were seen.
+
+File layout (format version 2): dataset ``coef``; root attributes ``format``
+= "mpisgd-linear-model", ``format_version``, ``loss``, ``intercept`` (scalar
+or (K,) array), ``n_features``, ``preprocessing`` (JSON), ``meta_json`` (the
+whole ``meta`` dict as JSON, read back exactly) and, for people reading the
+file with h5dump, every scalar ``meta`` entry (λ as ``lambda``,
+``schedule``, ``algorithm``, ...) as a root attribute of its own unless its
+name is one of the above. Version 1 files (no ``preprocessing``: whether
+their rows were normalized is unknown) are refused.
 """
 
 import json
@@ -14,6 +26,7 @@ import math
 import os
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 from mpisgd.atomic import atomic_path
@@ -21,8 +34,20 @@ from mpisgd.errors import MpisgdError
 from mpisgd.kernels.losses import CLASSIFICATION_LOSSES, LOSSES, loss
 
 FORMAT = "mpisgd-linear-model"
-FORMAT_VERSION = 1
-RESERVED = ("format", "format_version", "loss", "intercept", "n_features", "meta_json")
+FORMAT_VERSION = 2
+RESERVED = ("format", "format_version", "loss", "intercept", "n_features", "preprocessing",
+            "meta_json")
+NORMALIZATIONS = ("none", "l2")
+
+
+def normalize_rows(X):
+    """A copy of X (CSR) with every nonzero row scaled to unit L2 norm, as
+    ``mpisgd prep --normalize`` does: x ← x / ‖x‖₂ (zero rows stay)."""
+    X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+    s = np.asarray(X.multiply(X).sum(axis=1)).ravel()  # ‖x‖² per row
+    inv = np.where(s > 0.0, 1.0 / np.sqrt(np.where(s > 0.0, s, 1.0)), 1.0)
+    X.data *= np.repeat(inv, np.diff(X.indptr))
+    return X
 
 
 @njit(cache=True)
@@ -38,62 +63,129 @@ def loss_error_sums(loss_code, p, y, loss_param):
 
 
 class LinearModel:
-    """coef: float64 (n_features,), intercept: float, loss: a name of
-    mpisgd.kernels.losses.LOSSES, meta: JSON-serializable dict (λ,
-    schedule, algorithm, classes, ...)."""
+    """coef: float64 (n_features,) or (K, n_features) one-versus-rest;
+    intercept: float or (K,); loss: a name of mpisgd.kernels.losses.LOSSES;
+    meta: JSON-serializable dict (λ, schedule, algorithm, classes, ...);
+    preprocessing: dict (see the module docstring; {}: rows used as given)."""
 
-    def __init__(self, coef, intercept, loss, meta=None):
+    def __init__(self, coef, intercept, loss, meta=None, preprocessing=None):
         coef = np.ascontiguousarray(coef, dtype=np.float64)
-        if coef.ndim != 1:
-            raise MpisgdError(f"LinearModel: coef must be 1-D, got shape {coef.shape}")
-        if not np.all(np.isfinite(coef)) or not math.isfinite(float(intercept)):
+        intercept = np.asarray(intercept, dtype=np.float64)
+        if coef.ndim not in (1, 2) or intercept.shape != coef.shape[:-1]:
+            raise MpisgdError(
+                f"LinearModel: coef (n_features,) takes a scalar intercept, coef (K, n_features) "
+                f"K intercepts; got coef {coef.shape} and intercept {intercept.shape}"
+            )
+        if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(intercept))):
             raise MpisgdError("LinearModel: coef and intercept must be finite")
         if loss not in LOSSES:
             raise MpisgdError(f"LinearModel: unknown loss {loss!r}; known: {', '.join(LOSSES)}")
-        self.coef = coef
-        self.intercept = float(intercept)
-        self.loss = loss
         self.meta = dict(meta or {})
+        if coef.ndim == 2:
+            classes = self.meta.get("classes") or []
+            if loss not in CLASSIFICATION_LOSSES or coef.shape[0] < 3 or len(classes) != coef.shape[0]:
+                raise MpisgdError(
+                    f"LinearModel: coef of shape {coef.shape} is one-versus-rest: it needs a "
+                    f"classification loss and meta['classes'] holding its {coef.shape[0]} (≥ 3) labels"
+                )
+        self.coef = coef
+        self.intercept = float(intercept) if coef.ndim == 1 else intercept
+        self.loss = loss
+        self.preprocessing = dict(preprocessing or {})
+        normalize = self.preprocessing.setdefault("normalize", "none")
+        if normalize not in NORMALIZATIONS:
+            raise MpisgdError(
+                f"LinearModel: preprocessing normalize={normalize!r}; known: {', '.join(NORMALIZATIONS)}"
+            )
 
     @property
     def n_features(self):
-        return self.coef.shape[0]
+        return self.coef.shape[-1]
 
     @property
     def is_classifier(self):
         return self.loss in CLASSIFICATION_LOSSES
 
+    @property
+    def one_vs_rest(self):
+        return self.coef.ndim == 2
+
+    def preprocess(self, X, where="X"):
+        """Rows as the learner saw them: CSR float64 with the model's n_features,
+        L2-normalized when the training rows were."""
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise MpisgdError(
+                f"{where} has {X.shape[-1] if X.ndim else 0} features, but the model expects "
+                f"{self.n_features}"
+            )
+        X = sp.csr_matrix(X, dtype=np.float64)
+        return normalize_rows(X) if self.preprocessing["normalize"] == "l2" else X
+
     def decision_function(self, X):
-        """w·x + b for every row of X (scipy.sparse or dense, n_features columns)."""
+        """w·x + b for every row of X (scipy.sparse or dense, n_features columns),
+        taken as given (see ``preprocess``): (m,), or (m, K) one-versus-rest."""
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise MpisgdError(
                 f"X has {X.shape[-1] if X.ndim else 0} features, but the model expects "
                 f"{self.n_features}"
             )
-        return np.asarray(X @ self.coef, dtype=np.float64).ravel() + self.intercept
+        return np.asarray(X @ self.coef.T, dtype=np.float64) + self.intercept
 
     def predict(self, X):
         """Classifiers: the label of sign(w·x + b) (meta["classes"] = [label of −1,
-        label of +1] when present, else ±1; 0 goes to −1). Regressors: w·x + b."""
+        label of +1] when present, else ±1; 0 goes to −1), or of the largest
+        w_c·x + b_c one-versus-rest. Regressors: w·x + b."""
         p = self.decision_function(X)
         if not self.is_classifier:
             return p
         classes = self.meta.get("classes")
+        if self.one_vs_rest:
+            return np.asarray(classes)[np.argmax(p, axis=1)]
         if classes is None:
             return np.where(p > 0, 1.0, -1.0)
         return np.asarray(classes)[(p > 0).astype(np.intp)]
 
-    def loss_and_error(self, X, y, loss_param=None):
-        """(mean loss, error rate) on X with labels y in ±1 (classification) or real."""
+    def targets(self, labels, where="labels"):
+        """Labels as the learner saw them: ±1 for a binary classifier (through
+        meta["classes"] when present), a (m, K) ±1 matrix one-versus-rest, the
+        values for a regressor. A label the model does not know is an error
+        naming ``where``."""
+        labels = np.asarray(labels)
+        if not self.is_classifier:
+            return np.asarray(labels, np.float64)
+        classes = self.meta.get("classes") or [-1.0, 1.0]
+        known = np.isin(labels, np.asarray(classes))
+        if not known.all():
+            shown = np.unique(labels[~known]).tolist()[:10]
+            raise MpisgdError(f"{where}: labels {shown} are not among the model's classes {classes}")
+        if self.one_vs_rest:
+            return np.where(labels[:, None] == np.asarray(classes)[None, :], 1.0, -1.0)
+        return np.where(labels == classes[1], 1.0, -1.0)
+
+    def evaluate(self, X, labels, where="data"):
+        """Score rows already preprocessed (``preprocess``) against their labels:
+        {"examples", "loss": mean ℓ (one-versus-rest: Σ over the K binary
+        problems), "error": error rate (classifiers; one-versus-rest: argmax ≠
+        label), "cost": loss + λ/2 ‖w‖² (+ λ/2 b² with regularize_bias) when λ is known}."""
         from mpisgd.kernels.losses import DEFAULT_PARAM
 
-        if loss_param is None:
-            loss_param = self.meta.get("loss_param", DEFAULT_PARAM.get(self.loss, 0.0))
+        y = self.targets(labels, where)
+        param = float(self.meta.get("loss_param") or DEFAULT_PARAM.get(self.loss, 0.0))
         p = self.decision_function(X)
-        total, n_err = loss_error_sums(LOSSES[self.loss], p, np.asarray(y, np.float64),
-                                       float(loss_param))
-        m = max(len(p), 1)
-        return total / m, n_err / m
+        m = max(p.shape[0], 1)
+        total, n_err = loss_error_sums(LOSSES[self.loss], p.ravel(), y.ravel(), param)
+        out = {"examples": int(p.shape[0]), "loss": total / m}
+        if self.one_vs_rest:
+            n_err = int(np.sum(np.argmax(p, axis=1) != np.argmax(y, axis=1)))
+        if self.is_classifier:
+            out["error"] = n_err / m
+        lam = self.meta.get("lambda", self.meta.get("lam"))
+        if lam is not None:
+            reg = float(np.sum(self.coef * self.coef))
+            if self.meta.get("regularize_bias"):
+                reg += float(np.sum(np.square(self.intercept)))
+            out["cost"] = out["loss"] + 0.5 * float(lam) * reg
+        return out
 
     def save(self, path):
         """Write the model to ``path`` (HDF5) atomically: temp file, then rename."""
@@ -102,6 +194,7 @@ class LinearModel:
         path = os.fspath(path)
         try:
             meta_json = json.dumps(self.meta, sort_keys=True)
+            preprocessing_json = json.dumps(self.preprocessing, sort_keys=True)
         except TypeError as exc:
             raise MpisgdError(f"{path}: model meta is not JSON-serializable: {exc}") from None
         with atomic_path(path) as tmp, h5py.File(tmp, "w") as f:
@@ -110,6 +203,7 @@ class LinearModel:
             f.attrs["loss"] = self.loss
             f.attrs["intercept"] = self.intercept
             f.attrs["n_features"] = self.n_features
+            f.attrs["preprocessing"] = preprocessing_json
             f.attrs["meta_json"] = meta_json
             f.create_dataset("coef", data=self.coef)
             for key, value in self.meta.items():
@@ -133,23 +227,26 @@ class LinearModel:
                 raise MpisgdError(f"{path}: not an mpisgd model file (no format={FORMAT!r})")
             version = int(f.attrs.get("format_version", -1))
             if version != FORMAT_VERSION:
+                why = (" (version 1 does not record how the training rows were preprocessed: "
+                       "train the model again)" if version == 1 else "")
                 raise MpisgdError(
                     f"{path}: model format version {version} is not supported "
-                    f"(this mpisgd reads version {FORMAT_VERSION})"
+                    f"(this mpisgd reads version {FORMAT_VERSION}){why}"
                 )
             try:
                 coef = f["coef"][...]
-                intercept = float(f.attrs["intercept"])
+                intercept = f.attrs["intercept"]
                 loss_name = str(f.attrs["loss"])
                 n_features = int(f.attrs["n_features"])
+                preprocessing = json.loads(f.attrs["preprocessing"])
                 meta = json.loads(f.attrs["meta_json"])
             except (KeyError, ValueError) as exc:
                 raise MpisgdError(f"{path}: damaged model file ({exc})") from None
-        if coef.shape != (n_features,):
+        if coef.ndim not in (1, 2) or coef.shape[-1] != n_features:
             raise MpisgdError(
                 f"{path}: coef has shape {coef.shape} but n_features is {n_features}"
             )
         try:
-            return cls(coef, intercept, loss_name, meta)
+            return cls(coef, intercept, loss_name, meta, preprocessing)
         except MpisgdError as exc:
             raise MpisgdError(f"{path}: {exc}") from None

@@ -3,11 +3,11 @@
 The coordinator's decisions are written once, here, against a small
 transport interface; the MPI runner (``mpisgd.comm``) and the in-process
 simulator (``mpisgd.simulator``) each implement the transport, so both run
-exactly this code (ALGORITHMS.md §4).
+exactly this code (docs/ALGORITHMS.md §4).
 
 A model is a vector of dimension d in whatever linear coordinates the
 transport chooses (dense w and bias; or, as the MPI runner and the simulator
-do, coordinates relative to the reference model r, ALGORITHMS.md §5). The
+do, coordinates relative to the reference model r, docs/ALGORITHMS.md §5). The
 protocol only averages models and asks the transport for distances, so it
 never depends on that choice. Learners check the local condition
 ‖w_l − r‖² ≤ Δ_t themselves (in O(1), see ``mpisgd.kernels.online``); the

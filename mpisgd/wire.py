@@ -1,7 +1,7 @@
 """What goes over the wire, and how many bytes it is.
 
 Models travel in coordinates relative to the reference r that every learner
-holds (ALGORITHMS.md §5): a model is z = [u_0 … u_{n−1}, b, α] with
+holds (docs/ALGORITHMS.md §5): a model is z = [u_0 … u_{n−1}, b, α] with
 w = α·r + u and bias b. Between syncs u is non-zero only on the coordinates
 touched since then, so a model message is
 

@@ -14,7 +14,7 @@ from scipy.special import expit
 
 
 def naive_loss(name, p, y, param=0.0):
-    """ℓ(p, y) straight from the table of ALGORITHMS.md §1."""
+    """ℓ(p, y) straight from the table of docs/ALGORITHMS.md §1."""
     if name == "hinge":
         return max(0.0, 1.0 - y * p)
     if name == "log":
@@ -61,7 +61,7 @@ def naive_dloss(name, p, y, param=0.0):
 
 
 def naive_eta(name, t, eta0, lam, t0, power):
-    """γ_t of ALGORITHMS.md §3."""
+    """γ_t of docs/ALGORITHMS.md §3."""
     return {
         "optimal": lambda: 1.0 / (lam * (t0 + t)),
         "bottou": lambda: eta0 / (1.0 + lam * eta0 * t),

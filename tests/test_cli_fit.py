@@ -64,7 +64,7 @@ def test_zero_one_labels_are_mapped_and_reported(tmp_path, capsys):
     "content,args,message",
     [
         (libsvm_text().replace("1:", "1:nan", 1), [], "train.svm"),
-        (libsvm_text(labels=(1, 2)) + "3 1:1\n", [], "are not binary"),
+        (libsvm_text(labels=(1, 1)), [], "only one class"),
         ("", [], "no examples"),
         (libsvm_text(), ["--algorithm", "dekel-sgd", "--lambda", "0"], "must be > 0"),
         (libsvm_text(), ["--schedule", "optimal", "--lambda", "0"], "must be > 0"),

@@ -14,6 +14,7 @@ from mpisgd.errors import MpisgdError
         SGDClassifier(random_state=0),
         SGDClassifier(loss="log", algorithm="dekel-casgd", alpha=1e-3, random_state=0),
         SGDClassifier(loss="modified_huber", algorithm="sgd", random_state=0),
+        SGDClassifier(loss="log", algorithm="sgd", average=10, random_state=0),
         SGDRegressor(random_state=0),
         SGDRegressor(loss="huber", algorithm="dekel-sgd", alpha=1e-2, random_state=0),
     ]
@@ -67,7 +68,7 @@ def test_partial_fit_continues_fit_exactly():
     for _ in range(3):
         part.partial_fit(X, y, classes=[0, 1])
     np.testing.assert_allclose(part.coef_, full.coef_, rtol=1e-12)
-    assert part.intercept_ == pytest.approx(full.intercept_, rel=1e-12)
+    np.testing.assert_allclose(part.intercept_, full.intercept_, rtol=1e-12)
 
 
 def test_calibration_picks_a_local_minimum():
@@ -89,6 +90,11 @@ def test_calibration_picks_a_local_minimum():
         (dict(schedule="optimal", alpha=-1.0), r"alpha \(λ\) must be a finite number ≥ 0"),
         (dict(schedule="optimal", alpha=0.0), r"alpha \(λ\) must be > 0"),
         (dict(loss="squared"), "unknown loss 'squared'"),
+        (dict(penalty="l1"), "penalty 'l1' is not implemented; choose one of l2"),
+        (dict(penalty="elasticnet"), "penalty 'elasticnet' is not implemented"),
+        (dict(average=True, algorithm="dekel-asgd"), "average=True selects Bottou's kernel"),
+        (dict(average=5, avg_start=3), "give average or avg_start, not both"),
+        (dict(average=-2), "average must be None, a bool or an int ≥ 0"),
     ],
 )
 def test_bad_parameters(params, match):
@@ -108,8 +114,8 @@ def test_bad_data():
         SGDClassifier().fit(sp.csr_matrix(bad), y)
     with pytest.raises(MpisgdError, match="NaN"):
         SGDRegressor().fit(X, np.where(y == 1, np.nan, 1.0))
-    with pytest.raises(MpisgdError, match="Only binary classification.*3 classes"):
-        SGDClassifier().fit(X, np.arange(len(y)) % 3)
+    with pytest.raises(MpisgdError, match="at least 2 classes"):
+        SGDClassifier().fit(X, np.zeros(len(y)))
     with pytest.raises(MpisgdError, match="0 sample"):
         SGDClassifier().fit(X[:0], y[:0])
     clf = SGDClassifier(random_state=0).fit(X, y)
@@ -129,3 +135,80 @@ def test_non_finite_class_labels():
     X, y = blobs()
     with pytest.raises(MpisgdError, match="NaN"):
         SGDClassifier().fit(X, np.where(y == 1, np.nan, 0.0))
+
+
+def topics(m=800, n=400, k=4, seed=0):
+    """RCV1-style multiclass data: sparse, L2-normalized TF-IDF-like rows; each
+    document mixes words of its topic (a block of 40) with common words."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, k, size=m)
+    rows, cols, vals = [], [], []
+    for i in range(m):
+        own = 100 + 40 * y[i] + rng.choice(40, size=8, replace=False)
+        common = rng.choice(100, size=12, replace=False)
+        c = np.concatenate([own, common])
+        v = rng.exponential(1.0, size=c.size)
+        rows += [i] * c.size
+        cols += c.tolist()
+        vals += (v / np.linalg.norm(v)).tolist()
+    X = sp.csr_matrix((vals, (rows, cols)), shape=(m, n))
+    return X, np.array(["ccat", "ecat", "gcat", "mcat"])[y]
+
+
+def test_binary_shapes_follow_scikit_learn():
+    X, y = blobs()
+    clf = SGDClassifier(random_state=0).fit(X, y)
+    assert clf.coef_.shape == (1, X.shape[1]) and clf.intercept_.shape == (1,)
+    reg = SGDRegressor(random_state=0).fit(X, y.astype(float))
+    assert reg.coef_.shape == (X.shape[1],) and reg.intercept_.shape == (1,)
+    np.testing.assert_allclose(clf.decision_function(X), X @ clf.coef_[0] + clf.intercept_[0])
+
+
+@pytest.mark.parametrize("algorithm,alpha", [("asgd", 1e-4), ("dekel-sgd", 1e-3)])
+def test_one_versus_rest_is_k_binary_problems(algorithm, alpha):
+    X, y = topics()
+    clf = SGDClassifier(algorithm=algorithm, alpha=alpha, max_iter=3, random_state=2).fit(X, y)
+    assert clf.coef_.shape == (4, X.shape[1]) and clf.intercept_.shape == (4,)
+    np.testing.assert_array_equal(clf.classes_, ["ccat", "ecat", "gcat", "mcat"])
+    for c, label in enumerate(clf.classes_):
+        alone = SGDClassifier(algorithm=algorithm, alpha=alpha, max_iter=3, random_state=2)
+        alone.fit(X, np.where(y == label, 1, -1))
+        np.testing.assert_allclose(clf.coef_[c], alone.coef_[0], rtol=1e-12, atol=1e-15)
+        assert clf.intercept_[c] == pytest.approx(alone.intercept_[0], rel=1e-12, abs=1e-15)
+    scores = clf.decision_function(X)
+    np.testing.assert_array_equal(clf.predict(X), clf.classes_[np.argmax(scores, axis=1)])
+    X_test, y_test = topics(m=400, seed=1)
+    assert clf.score(X_test, y_test) > 0.9
+
+
+def test_one_versus_rest_partial_fit_and_model_file(tmp_path):
+    X, y = topics()
+    full = SGDClassifier(loss="log", max_iter=2, random_state=3).fit(X, y)
+    part = SGDClassifier(loss="log", random_state=3)
+    for _ in range(2):
+        part.partial_fit(X, y, classes=np.unique(y))
+    np.testing.assert_allclose(part.coef_, full.coef_, rtol=1e-12)
+    proba = full.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(full.classes_[np.argmax(proba, axis=1)], full.predict(X))
+    from mpisgd.model import LinearModel
+
+    full.to_model().save(tmp_path / "m.h5")
+    model = LinearModel.load(tmp_path / "m.h5")
+    np.testing.assert_array_equal(model.predict(X), full.predict(X))
+    loss, error, _ = full.objective(X, y)
+    scored = model.evaluate(X, y)
+    assert scored["error"] == pytest.approx(error) and scored["loss"] == pytest.approx(loss)
+
+
+@pytest.mark.parametrize("average,avg_start", [(True, 0.0), (1, 0.0), (25, 25.0)])
+def test_average_is_asgd_from_that_example(average, avg_start):
+    X, y = blobs()
+    ours = SGDClassifier(algorithm="sgd", average=average, max_iter=2, random_state=4).fit(X, y)
+    asgd = SGDClassifier(algorithm="asgd", schedule="bottou", avg_start=avg_start, max_iter=2,
+                         random_state=4).fit(X, y)
+    np.testing.assert_allclose(ours.coef_, asgd.coef_, rtol=1e-12)
+    plain = SGDClassifier(algorithm="asgd", average=False, max_iter=2, random_state=4).fit(X, y)
+    sgd = SGDClassifier(algorithm="sgd", schedule="xu", max_iter=2, random_state=4).fit(X, y)
+    np.testing.assert_allclose(plain.coef_, sgd.coef_, rtol=1e-12)
+    assert not np.allclose(plain.coef_, ours.coef_)

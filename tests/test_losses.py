@@ -1,4 +1,4 @@
-"""Losses and derivatives against the table of ALGORITHMS.md §1 (tests/naive.py)."""
+"""Losses and derivatives against the table of docs/ALGORITHMS.md §1 (tests/naive.py)."""
 
 import numpy as np
 import pytest

@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from mpisgd.errors import MpisgdError
-from mpisgd.model import FORMAT_VERSION, LinearModel
+from mpisgd.model import FORMAT_VERSION, LinearModel, normalize_rows
 
 
 def model():
@@ -59,3 +59,62 @@ def test_constructor_validates():
         LinearModel(np.zeros(2), 0.0, "nope")
     with pytest.raises(MpisgdError, match="finite"):
         LinearModel(np.array([np.nan]), 0.0, "hinge")
+
+
+def test_normalize_rows_against_dense_twin():
+    rng = np.random.default_rng(0)
+    D = rng.normal(size=(6, 4)) * (rng.random((6, 4)) < 0.6)
+    D[2] = 0.0  # an empty row stays empty
+    norms = np.linalg.norm(D, axis=1, keepdims=True)
+    want = np.divide(D, norms, out=np.zeros_like(D), where=norms > 0)
+    X = sp.csr_matrix(D)
+    np.testing.assert_allclose(normalize_rows(X).toarray(), want, rtol=1e-15)
+    np.testing.assert_array_equal(X.toarray(), D)  # the input is not modified
+
+
+def test_preprocess_follows_the_record():
+    D = np.array([[3.0, 4.0, 0.0]])
+    plain = LinearModel(np.ones(3), 0.0, "hinge")
+    assert plain.preprocessing == {"normalize": "none"}
+    np.testing.assert_array_equal(plain.preprocess(D).toarray(), D)
+    l2 = LinearModel(np.ones(3), 0.0, "hinge", preprocessing={"normalize": "l2"})
+    np.testing.assert_allclose(l2.preprocess(D).toarray(), [[0.6, 0.8, 0.0]])
+    with pytest.raises(MpisgdError, match="test.svm has 2 features, but the model expects 3"):
+        l2.preprocess(D[:, :2], "test.svm")
+    with pytest.raises(MpisgdError, match="normalize='max'"):
+        LinearModel(np.ones(3), 0.0, "hinge", preprocessing={"normalize": "max"})
+
+
+def test_one_versus_rest_model_round_trip_and_scores(tmp_path):
+    coef = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
+    m = LinearModel(coef, [0.0, 0.1, 0.0], "log", {"classes": ["a", "b", "c"], "lambda": 0.5},
+                    {"normalize": "l2", "n_features": 2})
+    m.save(tmp_path / "m.h5")
+    back = LinearModel.load(tmp_path / "m.h5")
+    np.testing.assert_array_equal(back.coef, coef)
+    np.testing.assert_array_equal(back.intercept, [0.0, 0.1, 0.0])
+    assert back.preprocessing == m.preprocessing and back.one_vs_rest
+    X = np.array([[2.0, 0.0], [0.0, 2.0], [-1.0, -1.0]])
+    np.testing.assert_array_equal(back.predict(X), ["a", "b", "c"])
+    scored = back.evaluate(X, ["a", "c", "c"])
+    assert scored["error"] == pytest.approx(1 / 3)
+    p = X @ coef.T + [0.0, 0.1, 0.0]
+    y = np.array([[1, -1, -1], [-1, -1, 1], [-1, -1, 1]])
+    want = np.mean(np.sum(np.log1p(np.exp(-y * p)), axis=1))  # Σ over the problems, mean over rows
+    assert scored["loss"] == pytest.approx(want, rel=1e-12)
+    assert scored["cost"] == pytest.approx(want + 0.25 * np.sum(coef**2), rel=1e-12)
+    with pytest.raises(MpisgdError, match=r"labels \['z'\] are not among the model's classes"):
+        back.evaluate(X, ["a", "z", "c"], "t.svm")
+    with pytest.raises(MpisgdError, match="one-versus-rest"):
+        LinearModel(coef, [0.0, 0.0, 0.0], "squared", {"classes": [1, 2, 3]})
+    with pytest.raises(MpisgdError, match="intercept"):
+        LinearModel(coef, 0.0, "log", {"classes": [1, 2, 3]})
+
+
+def test_version_1_models_are_refused_with_the_reason(tmp_path):
+    path = tmp_path / "m.h5"
+    model().save(path)
+    with h5py.File(path, "a") as f:
+        f.attrs["format_version"] = 1
+    with pytest.raises(MpisgdError, match="version 1 does not record how the training rows were preprocessed"):
+        LinearModel.load(path)

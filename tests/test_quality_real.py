@@ -1,7 +1,7 @@
 """Quality on real data: ASGD after 10 epochs against the exact optimum of the
 same objective, computed here (liblinear for hinge, L-BFGS for log).
 
-Objective (ALGORITHMS.md §1, regularized bias): F(w, b) = mean ℓ(w·x + b, y)
+Objective (docs/ALGORITHMS.md §1, regularized bias): F(w, b) = mean ℓ(w·x + b, y)
 + (λ/2)(‖w‖² + b²), rows L2-normalized. Learner: Bottou's ASGD with the
 schedule γ0/(1 + λγ0 t) (γ0 calibrated), averaging from epoch 6 on, sparse
 bias gain 0.01. Targets: objective within 0.5 % of the optimum, test error
@@ -71,7 +71,7 @@ def test_asgd_reaches_the_optimum(name, loss, lam):
                         regularize_bias=True, avg_start=(EPOCHS // 2) * X.shape[0],
                         max_iter=EPOCHS, random_state=0).fit(X, y)
     assert clf.bias_gain_ == 0.01
-    f = objective(clf.coef_, clf.intercept_, X, y, loss, lam)
+    f = objective(clf.coef_[0], clf.intercept_[0], X, y, loss, lam)
     err = np.mean(clf.predict(Xt) != yt)
     gap = (f - f_opt) / f_opt
     print(f"{name} {loss}: F={f:.6f} F*={f_opt:.6f} gap={100 * gap:.3f}% "

@@ -82,7 +82,7 @@ def test_more_shards_than_ranks_and_central(tmp_path):
     assert done.returncode == 0, done.stderr
     report = json.loads((out / "report.json").read_text())
     assert [r["examples"] for r in report["per_rank"]] == [20, 55]  # rank 1 streams shards 1 and 2
-    done = mpisgd(2, "train", *paths, "--protocol", "central", "--out", out, "--quiet")
+    done = mpisgd(2, "train", *paths, "--protocol", "central", "--out", out, "--quiet", "--overwrite")
     assert done.returncode == 0, done.stderr
     report = json.loads((out / "report.json").read_text())
     assert report["online"]["examples"] == 75 and report["configuration"]["rounds"] == 30

@@ -1,4 +1,4 @@
-"""Step-size schedules γ_t against ALGORITHMS.md §3 (tests/naive.py)."""
+"""Step-size schedules γ_t against docs/ALGORITHMS.md §3 (tests/naive.py)."""
 
 import pytest
 

@@ -91,7 +91,7 @@ def run(args):
               f"drift probability {args.drift_prob}, logistic loss, eta=1, lambda=0", flush=True)
     # Compile (or load) numba's cache once, so that the ranks do not race to write it.
     warm = [sys.executable, "-m", "mpisgd", "train", "--synthetic", "disjunction", "--rounds", "64",
-            "--protocol", "dynamic", "--quiet", "--out", os.path.join(args.out, "warm-up")]
+            "--protocol", "dynamic", "--quiet", "--overwrite", "--out", os.path.join(args.out, "warm-up")]
     if subprocess.run(warm, env=env).returncode != 0:
         raise MpisgdError(f"demo: the warm-up run failed: {' '.join(warm)}")
     shutil.rmtree(os.path.join(args.out, "warm-up"), ignore_errors=True)
@@ -99,7 +99,7 @@ def run(args):
     for name, opts in runs:
         out = os.path.join(args.out, name.replace(" b=", "").replace(" ", "-"))
         cmd = [launcher, "-n", str(args.ranks), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train",
-               *common, *opts, "--out", out, "--quiet"]
+               *common, *opts, "--out", out, "--quiet", "--overwrite"]
         if not args.quiet:
             print(f"mpisgd demo: running {name}: {' '.join(cmd)}", flush=True)
         start = time.perf_counter()

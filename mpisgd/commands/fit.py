@@ -4,6 +4,8 @@ error the way Bottou's svmsgd does, then save the model (HDF5)."""
 
 HELP = "train a linear model in one process on a LIBSVM/svmlight file (plain, .gz, .bz2)"
 
+# Classification with K ≥ 3 classes is one-versus-rest (mpisgd.estimator).
+
 ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd")
 
 
@@ -47,6 +49,7 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=0, help="seed of the per-epoch shuffle")
     parser.add_argument("--no-shuffle", dest="shuffle", action="store_false",
                         help="visit the examples in file order")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing model file")
 
 
 def zero_based_arg(value):
@@ -56,46 +59,21 @@ def zero_based_arg(value):
 def load(path, n_features, zero_based, normalize):
     """Read a LIBSVM file (errors name the file) and optionally L2-normalize its rows."""
     import numpy as np
-    import scipy.sparse as sp
 
     from mpisgd.data.libsvm import load_svmlight
     from mpisgd.errors import MpisgdError
+    from mpisgd.model import normalize_rows
 
     X, y = load_svmlight(path, n_features=n_features, zero_based=zero_based)
     if X.shape[0] == 0:
         raise MpisgdError(f"{path}: no examples")
     if not np.all(np.isfinite(y)):
         raise MpisgdError(f"{path}: non-finite labels")
-    if normalize:
-        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
-        norms[norms == 0.0] = 1.0
-        X = sp.csr_matrix(sp.diags(1.0 / norms) @ X)
-    return X, y
-
-
-def binary_labels(y, path, classes=None):
-    """Map labels to ±1: {−1, +1} as is, {0, 1} explicitly (0 → −1), or the two
-    ``classes`` of a saved model; anything else is an error naming the file."""
-    import numpy as np
-
-    from mpisgd.errors import MpisgdError
-
-    found = set(np.unique(y).tolist())
-    if classes is not None:
-        allowed = [classes]
-    else:
-        allowed = [[-1.0, 1.0], [0.0, 1.0]]
-    for neg, pos in allowed:
-        if found <= {neg, pos}:
-            return np.where(y == pos, 1.0, -1.0), (neg, pos)
-    shown = sorted(found)[:10]
-    raise MpisgdError(
-        f"{path}: labels {shown}{' ...' if len(found) > 10 else ''} are not binary "
-        f"({' or '.join(str(a) for a in allowed)}); a binary loss needs two classes"
-    )
+    return (normalize_rows(X) if normalize else X), y
 
 
 def run(args):
+    import os
     import time
 
     import numpy as np
@@ -103,9 +81,11 @@ def run(args):
     from mpisgd.errors import MpisgdError
     from mpisgd.estimator import SGDClassifier, SGDRegressor, _check_config
     from mpisgd.kernels.losses import CLASSIFICATION_LOSSES
+    from mpisgd.rundir import refuse_to_replace
 
     if args.epochs < 1:
         raise MpisgdError(f"--epochs must be ≥ 1, got {args.epochs}")
+    refuse_to_replace(args.output, args.overwrite, files=None)
     zb = zero_based_arg(args.zero_based)
     start = time.perf_counter()
     X, y = load(args.train, args.n_features, zb, args.normalize)
@@ -114,13 +94,15 @@ def run(args):
         X_test, y_test = load(args.test, X.shape[1], zb, args.normalize)
     load_seconds = time.perf_counter() - start
     classify = args.loss in CLASSIFICATION_LOSSES
-    mapping = None
+    classes = None
     if classify:
-        y, mapping = binary_labels(y, args.train)
-        if y_test is not None:
-            y_test, _ = binary_labels(y_test, args.test, classes=list(mapping))
-        if len(np.unique(y)) < 2:
-            raise MpisgdError(f"{args.train}: only one class ({mapping}) in the training labels")
+        classes = np.unique(y)
+        if len(classes) < 2:
+            raise MpisgdError(f"{args.train}: only one class ({classes[0]:g}) in the training labels")
+        if y_test is not None and not np.isin(y_test, classes).all():
+            unknown = np.unique(y_test[~np.isin(y_test, classes)]).tolist()[:10]
+            raise MpisgdError(f"{args.test}: labels {unknown} are not among the training "
+                              f"classes {classes.tolist()}")
     Estimator = SGDClassifier if classify else SGDRegressor
     est = Estimator(
         loss=args.loss, alpha=args.lam, algorithm=args.algorithm, schedule=args.schedule,
@@ -136,8 +118,11 @@ def run(args):
           f"{X.nnz} nonzeros (loaded in {load_seconds:.2f} s)")
     if X_test is not None:
         print(f"#   test      {args.test}: {X_test.shape[0]} rows")
-    if mapping is not None:
-        print(f"#   labels    {mapping[0]:g} -> -1, {mapping[1]:g} -> +1")
+    if classes is not None and len(classes) == 2:
+        print(f"#   labels    {classes[0]:g} -> -1, {classes[1]:g} -> +1")
+    elif classes is not None:
+        print(f"#   classes   one-versus-rest over {len(classes)}: "
+              + ", ".join(f"{c:g}" for c in classes))
     resolved = dict(
         loss=cfg["loss"], loss_param=cfg["loss_param"], **{"lambda": cfg["lam"]},
         algorithm=args.algorithm,
@@ -155,24 +140,30 @@ def run(args):
         print(f"#   {key:<16} {value}")
 
     total_time = 0.0
-    # classification labels are ±1 here, so the estimator's classes_ = [−1, +1]
     for epoch, seconds, _, _ in est._epochs(X, y, args.epochs, reset=True):
         total_time += seconds
         print(f"--------- Epoch {epoch}.")
         print(f"Training on [0, {X.shape[0] - 1}].")
-        print(f"wNorm={float(est.coef_ @ est.coef_):.5g} wBias={est.intercept_:.5g}")
+        bias = est.intercept_
+        print(f"wNorm={float(np.sum(est.coef_ * est.coef_)):.5g} wBias="
+              + (f"{bias[0]:.5g}" if len(bias) == 1 else "[" + " ".join(f"{b:.5g}" for b in bias) + "]"))
         print(f"Total training time {total_time:.2f} secs.")
         _report("train", est, X, y, classify)
         if X_test is not None:
             _report("test", est, X_test, y_test, classify)
     model = est.to_model()
-    if mapping is not None:  # the labels of the file, not the ±1 the kernels saw
-        classes = [int(c) if float(c).is_integer() else float(c) for c in mapping]
-        model.meta.update(classes=classes, label_map={"-1": classes[0], "+1": classes[1]})
-    model.meta.update(
-        train_file=str(args.train), n_train=int(X.shape[0]),
-        normalize="l2" if args.normalize else "none", train_seconds=total_time,
-    )
+    if classes is not None:  # the file's labels as numbers, not numpy floats
+        model.meta["classes"] = [int(c) if float(c).is_integer() else float(c) for c in classes]
+        if len(classes) == 2:
+            model.meta["label_map"] = {"-1": model.meta["classes"][0], "+1": model.meta["classes"][1]}
+    model.meta.update(train_file=str(args.train), n_train=int(X.shape[0]), train_seconds=total_time)
+    model.preprocessing = {
+        "normalize": "l2" if args.normalize else "none",
+        "zero_based_input": None if zb == "auto" else zb,  # None: detected again per file
+        "n_features": int(X.shape[1]),
+        "source": os.path.abspath(args.train),
+        "label_mapping": {},
+    }
     model.save(args.output)
     print(f"# model saved to {args.output}")
     return 0

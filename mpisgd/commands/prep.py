@@ -42,7 +42,7 @@ def add_arguments(p):
                    help="stored value type (readers always return float64)")
     p.add_argument("--compression", default=None, choices=("none", "lzf", "gzip"),
                    help="HDF5 chunk compression (default chosen by bench: see docs/FORMAT.md)")
-    g = p.add_argument_group("synthetic streams (ALGORITHMS.md §4)")
+    g = p.add_argument_group("synthetic streams (docs/ALGORITHMS.md §4)")
     g.add_argument("--synthetic", choices=("disjunction", "neuralnet", "linear", "rcv1"),
                    help="write one shard per learner from this stream instead of an input")
     g.add_argument("--learners", type=int, default=4, help="learners (one shard each)")

@@ -53,6 +53,7 @@ def add_arguments(parser):
     g.add_argument("--drift-window", type=int, default=500,
                    help="rounds after a drift that count as the 'drift' phase of the breakdown")
     g.add_argument("--quiet", "-q", action="store_true", help="no configuration or summary")
+    g.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
 
 
 def run(args):
@@ -63,6 +64,7 @@ def run(args):
 
     from mpisgd.errors import MpisgdError
     from mpisgd.metrics import Timeline, write_report
+    from mpisgd.rundir import refuse_to_replace
     from mpisgd.simulator import ShardSource, make_stream, simulate
 
     if args.synthetic and args.shards:
@@ -70,6 +72,7 @@ def run(args):
     if args.timeline_every < 0:
         raise MpisgdError(f"--timeline-every must be >= 0, got {args.timeline_every}")
     protocol = protocol_config(args)
+    refuse_to_replace(args.out, args.overwrite)
     if args.synthetic:
         if args.learners < 1:
             raise MpisgdError(f"--learners must be >= 1, got {args.learners}")

@@ -31,6 +31,9 @@ def add_arguments(parser):
                    help="probability of a target drift after each round (disjunction, neuralnet)")
     g.add_argument("--learners", type=int, default=None,
                    help="central only: number of streams (default: the number of ranks)")
+    g.add_argument("--epochs", type=int, default=1, help="passes over the shards")
+    g.add_argument("--test", metavar="PATH", default=None,
+                   help="held-out set (shards, a shard directory or LIBSVM) rank 0 scores the final model on")
 
     g = parser.add_argument_group("protocol (Kamp et al. 2014)")
     add_protocol_arguments(g)
@@ -49,6 +52,7 @@ def add_arguments(parser):
                    help="rounds between timeline rows (0: only the last)")
     g.add_argument("--block-rows", type=int, default=4096, help="rows read or generated per block")
     g.add_argument("--quiet", "-q", action="store_true", help="no configuration, progress or summary")
+    g.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
 
     g = parser.add_argument_group("checkpoint and resume (sync mode)")
     g.add_argument("--checkpoint-every", type=int, default=0, metavar="ROUNDS",
@@ -83,16 +87,20 @@ def _sources(args, size, rank):
             kwargs["n_features"] = args.features
         if args.synthetic in ("disjunction", "neuralnet", "linear"):
             kwargs["drift_prob"] = args.drift_prob
+        if args.epochs != 1:
+            raise MpisgdError("--epochs counts passes over shards; a synthetic stream runs --rounds rounds")
         stream = STREAMS[args.synthetic](**kwargs)
         if central:
             return RoundMajorSource([StreamSource(stream, l, args.rounds, args.block_rows) for l in range(k)])
         return StreamSource(stream, rank, args.rounds, args.block_rows)
     if not args.shards:
         raise MpisgdError("no data: give SHARD files or --synthetic NAME")
+    if args.epochs < 1:
+        raise MpisgdError(f"--epochs must be >= 1, got {args.epochs}")
     if central:
-        return RoundMajorSource([ShardSource([p], args.block_rows) for p in args.shards])
+        return RoundMajorSource([ShardSource([p] * args.epochs, args.block_rows) for p in args.shards])
     mine = shards_for_rank(len(args.shards), size, rank)
-    return ShardSource([args.shards[i] for i in mine], args.block_rows)
+    return ShardSource([args.shards[i] for i in mine] * args.epochs, args.block_rows)
 
 
 def _check_out_dir(out):
@@ -169,6 +177,9 @@ def summary_lines(report):
         f"messages {c['total_messages']} ({c['model_messages_paper']['total']} model messages as the paper "
         f"counts), bytes {c['total_bytes']}",
         f"full syncs {p['full_syncs']['total']}, violations {p['violations']}, balancings {p['balancings']}",
+        *([f"held-out error {report['heldout']['error']:.4f}, mean loss {report['heldout']['loss']:.4f} "
+           f"({report['heldout']['examples']} examples of {report['heldout']['data']})"]
+          if "error" in report.get("heldout", {}) else []),
         f"time: wall {report['time']['wall']:.2f}s, compute {report['time']['compute']['max']:.2f}s, "
         f"communication {report['time']['communication']['max']:.2f}s, io {report['time']['io']['max']:.2f}s "
         "(max over ranks)",
@@ -181,6 +192,7 @@ def run(args):
 
     from mpi4py import MPI
 
+    from mpisgd import rundir
     from mpisgd.errors import MpisgdError
     from mpisgd.runner import train
 
@@ -194,6 +206,7 @@ def run(args):
         raise
     if rank == 0:
         _check_out_dir(args.out)
+        preprocessing = rundir.start_train_run(args.out, args.overwrite or args.resume, args.shards, args.test)
         if args.checkpoint_every or args.checkpoint_seconds:
             import os
 
@@ -202,7 +215,8 @@ def run(args):
             _check_out_dir(os.path.join(args.out, SUBDIR))
     source = _sources(args, size, rank)
     data = ({"synthetic": args.synthetic, "rounds": args.rounds, "features": source.n_features,
-             "seed": args.seed, "drift_prob": args.drift_prob} if args.synthetic else {"shards": args.shards})
+             "seed": args.seed, "drift_prob": args.drift_prob} if args.synthetic else
+            {"shards": args.shards, "epochs": args.epochs})
     if rank == 0 and not args.quiet:
         resolved = {"ranks": size, "data": data, **config.as_dict(), "out": args.out}
         print("mpisgd train: configuration " + json.dumps(resolved, sort_keys=True), flush=True)
@@ -221,6 +235,8 @@ def run(args):
     run, report = train(comm, source, config, out_dir=args.out, progress=progress,
                         extra={"data": data, "argv": sys.argv[1:]}, checkpointer=checkpointer,
                         resume=args.resume, fingerprint=fingerprint)
+    if rank == 0:
+        rundir.complete_train_run(args.out, report, preprocessing, args.test)
     if rank == 0 and not args.quiet:
         if run.resumed is not None:
             print(f"mpisgd train: resumed from {run.resumed[0]} (round {run.resumed[1]})")

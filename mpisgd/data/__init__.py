@@ -4,6 +4,6 @@ reader, partitioning of shards over ranks, and seeded synthetic streams.
 Modules: ``libsvm`` (numba byte parser), ``textio`` (byte ranges of plain or
 compressed text, aligned to line starts), ``shard`` (format, writer, reader),
 ``reader`` (blocks with background read-ahead), ``partition`` (pure
-``(n, size, rank)`` functions), ``synthetic`` (streams of ALGORITHMS.md §4 and
+``(n, size, rank)`` functions), ``synthetic`` (streams of docs/ALGORITHMS.md §4 and
 the RCV1-scale set), ``vw`` (Vowpal Wabbit text), ``convert`` (the work of
 ``mpisgd prep``)."""

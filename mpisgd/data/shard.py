@@ -397,6 +397,20 @@ class Shard:
             ) from None
 
     @property
+    def preprocessing(self):
+        """What ``mpisgd prep`` did to the rows (docs/FORMAT.md, "Preprocessing"):
+        the record a model trained on this shard keeps."""
+        mapping = self.attrs.get("label_mapping") or ""
+        zero_based = self.attrs.get("zero_based_input")
+        return {
+            "normalize": "l2" if self.attrs.get("normalized") else "none",
+            "zero_based_input": None if zero_based is None else bool(zero_based),
+            "n_features": self.n_features,
+            "source": self.attrs.get("source", ""),
+            "label_mapping": json.loads(mapping) if mapping else {},
+        }
+
+    @property
     def data_dtype(self):
         return self.f["data"].dtype
 
@@ -451,6 +465,33 @@ class Shard:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def preprocessing_of(paths):
+    """The preprocessing record shared by the shards ``paths``; shards that were
+    preprocessed differently (normalization, index base, n_features, label
+    mapping) are an error naming two of them."""
+    first = first_path = None
+    sources = []
+    for path in paths:
+        with open_shard(path) as shard:
+            record = shard.preprocessing
+        sources.append(record.pop("source"))
+        if first is None:
+            first, first_path = record, path
+        elif record != first:
+            key = next(k for k in first if first[k] != record[k])
+            if key == "n_features":
+                raise MpisgdError(f"n_features differs across shards ({first_path}: "
+                                  f"{first[key]}, {path}: {record[key]})")
+            raise MpisgdError(
+                f"{path}: {key}={record[key]!r}, but {first_path}: {key}={first[key]!r}: "
+                "the shards were not prepared the same way"
+            )
+    if first is None:
+        return {}
+    distinct = sorted(set(sources))
+    return {**first, "source": distinct[0] if len(distinct) == 1 else distinct}
 
 
 def open_shard(path, verify=False):

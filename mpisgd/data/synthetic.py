@@ -1,4 +1,4 @@
-"""Seeded synthetic data: the streams of ALGORITHMS.md §4 and the RCV1-scale set.
+"""Seeded synthetic data: the streams of docs/ALGORITHMS.md §4 and the RCV1-scale set.
 
 Every random number is a counter-based hash (splitmix64 of a key built from
 the seed, a tag and counters), so any piece can be produced on its own, in

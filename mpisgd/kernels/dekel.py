@@ -1,4 +1,4 @@
-"""Dekel's sparse SGD, ASGD and CASGD with step 1/(λt) (ALGORITHMS.md §2).
+"""Dekel's sparse SGD, ASGD and CASGD with step 1/(λt) (docs/ALGORITHMS.md §2).
 
 No weight vector is kept: the kernel accumulates the gradient sum v, the
 harmonic gradient sum u (ASGD, CASGD) and scalars, and the model is read off

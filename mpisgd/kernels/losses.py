@@ -1,5 +1,5 @@
 """Losses ℓ(p, y) and their derivatives ∂ℓ/∂p, selected by integer code
-(ALGORITHMS.md §1). ``param`` is δ for Huber and ε for ε-insensitive,
+(docs/ALGORITHMS.md §1). ``param`` is δ for Huber and ε for ε-insensitive,
 ignored otherwise. Classification losses take y ∈ {−1, +1}."""
 
 import math

@@ -1,5 +1,5 @@
 """Online SGD for k learners whose models are kept relative to a shared
-reference r (ALGORITHMS.md §5), so that the distance ‖w_l − r‖² a
+reference r (docs/ALGORITHMS.md §5), so that the distance ‖w_l − r‖² a
 synchronization protocol checks costs O(1).
 
 Learner l holds w_l = α_l·r + s_l·v_l and a bias b_l. One step

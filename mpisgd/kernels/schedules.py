@@ -1,4 +1,4 @@
-"""Step-size schedules γ_t, selected by integer code (ALGORITHMS.md §3).
+"""Step-size schedules γ_t, selected by integer code (docs/ALGORITHMS.md §3).
 t counts examples from 1."""
 
 from numba import njit

@@ -1,4 +1,4 @@
-"""Bottou's sparse SGD and ASGD for any step-size schedule (ALGORITHMS.md §3;
+"""Bottou's sparse SGD and ASGD for any step-size schedule (docs/ALGORITHMS.md §3;
 the shape of svmsgd.cpp / svmasgd.cpp).
 
 Scaled weights: w = v / wDivisor. Averaged weights: ā = (A + wFraction·v) / aDivisor.

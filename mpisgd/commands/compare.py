@@ -1,0 +1,147 @@
+"""``mpisgd compare RUN...``: runs of ``mpisgd train`` or ``mpisgd simulate``
+side by side, from their run directories (report.json and timeline.csv).
+
+    mpisgd compare runs/none runs/static runs/dynamic --out runs/cmp
+
+Prints one table (held-out error when the run was scored with ``train
+--test``, online error, bytes, MPI messages, wall time) and, with ``--out``,
+draws three figures: the cumulative online error against the bytes sent
+(error-vs-bytes.png), the final errors against wall time
+(error-vs-time.png) and the cumulative online error over rounds
+(error-over-rounds.png). ``compare(runs, out)`` is the same from Python.
+"""
+
+HELP = "compare runs of train/simulate: a table (errors, bytes, messages, time) and figures"
+
+FIGURES = ("error-vs-bytes.png", "error-vs-time.png", "error-over-rounds.png")
+
+
+def add_arguments(parser):
+    parser.add_argument("runs", nargs="+", metavar="RUN",
+                        help="run directories holding report.json and timeline.csv")
+    parser.add_argument("--out", metavar="DIR", default=None,
+                        help="directory for the figures (default: the table only)")
+
+
+def summary(run_dir):
+    """One run's row: name, held-out error (None if not scored), online error
+    rate, bytes, messages, wall seconds, and its timeline (round, cumulative
+    online error rate, cumulative bytes) as a float array (rows, 3)."""
+    import os
+
+    import numpy as np
+
+    from mpisgd.errors import MpisgdError
+    from mpisgd.metrics import read_report
+
+    path = os.path.join(run_dir, "report.json")
+    if not os.path.exists(path):
+        raise MpisgdError(f"{run_dir}: not a run directory (no report.json)")
+    try:
+        r = read_report(path)
+        if "communication" in r:  # mpisgd train
+            examples, errors = r["online"]["examples"], r["online"]["errors"]
+            nbytes, messages = r["communication"]["total_bytes"], r["communication"]["total_messages"]
+        else:  # mpisgd simulate
+            examples, errors = r["examples"], r["errors"]
+            nbytes, messages = sum(r["bytes_sent"].values()), sum(r["messages_sent"].values())
+        wall = r["time"]["wall"]
+        heldout = r.get("heldout", {}).get("error")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MpisgdError(f"{path}: not a report of mpisgd train or simulate ({exc!r})") from None
+    timeline = np.zeros((0, 3))
+    csv = os.path.join(run_dir, "timeline.csv")
+    if os.path.exists(csv):
+        data = np.atleast_1d(np.genfromtxt(csv, delimiter=",", names=True))
+        if data.size and examples:
+            per_round = examples / data["round"][-1]  # learners whose rows count in a round
+            rate = data["errors"] / np.maximum(1.0, data["round"] * per_round)
+            timeline = np.column_stack([data["round"], rate, data["bytes_total"]])
+    name = os.path.basename(os.path.normpath(os.path.abspath(run_dir)))
+    return {"name": name, "heldout_error": heldout, "online_error": errors / max(1, examples),
+            "bytes": int(nbytes), "messages": int(messages), "wall": float(wall), "timeline": timeline}
+
+
+def table(rows):
+    """The comparison table as text."""
+    width = max(8, *(len(r["name"]) for r in rows))
+    lines = [f"{'run':<{width}} {'held-out error':>14} {'online error':>12} {'bytes':>12} "
+             f"{'messages':>9} {'wall s':>7}"]
+    for r in rows:
+        held = "-" if r["heldout_error"] is None else f"{r['heldout_error']:.4f}"
+        lines.append(f"{r['name']:<{width}} {held:>14} {r['online_error']:>12.4f} {r['bytes']:>12d} "
+                     f"{r['messages']:>9d} {r['wall']:>7.1f}")
+    return "\n".join(lines)
+
+
+def figures(rows, out):
+    """Draw FIGURES into ``out``; returns their paths."""
+    import os
+
+    from mpisgd.errors import MpisgdError
+
+    try:
+        import matplotlib
+    except ImportError:
+        raise MpisgdError("compare --out needs matplotlib (pip install 'mpisgd[plot]')") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mpisgd.plots import _save
+
+    os.makedirs(out, exist_ok=True)
+    paths = [os.path.join(out, name) for name in FIGURES]
+    # cumulative online error against bytes: each run's path, its end marked
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, r in enumerate(rows):
+        tl = r["timeline"]
+        if len(tl):
+            ax.plot(tl[:, 2], tl[:, 1], color=f"C{i}", lw=1)
+        ax.plot(r["bytes"], r["online_error"], "o", color=f"C{i}", label=r["name"])
+    ax.set_xscale("symlog", linthresh=1e3)
+    ax.set_xlabel("bytes sent (cumulative)")
+    ax.set_ylabel("online error rate (cumulative)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    _save(fig, paths[0])
+    plt.close(fig)
+    # final errors against wall time: online (dots) and held-out (crosses)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, r in enumerate(rows):
+        ax.plot(r["wall"], r["online_error"], "o", color=f"C{i}", label=f"{r['name']} (online)")
+        if r["heldout_error"] is not None:
+            ax.plot(r["wall"], r["heldout_error"], "x", color=f"C{i}", label=f"{r['name']} (held-out)")
+    ax.set_xlabel("wall time (s)")
+    ax.set_ylabel("error rate")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    _save(fig, paths[1])
+    plt.close(fig)
+    # cumulative online error over rounds
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, r in enumerate(rows):
+        tl = r["timeline"]
+        if len(tl):
+            ax.plot(tl[:, 0], tl[:, 1], color=f"C{i}", lw=1, label=r["name"])
+    ax.set_xlabel("round")
+    ax.set_ylabel("online error rate (cumulative)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    _save(fig, paths[2])
+    plt.close(fig)
+    return paths
+
+
+def compare(runs, out=None):
+    """Read the run directories ``runs``; returns (table text, figure paths),
+    drawing the figures into ``out`` when given."""
+    rows = [summary(run) for run in runs]
+    return table(rows), (figures(rows, out) if out is not None else [])
+
+
+def run(args):
+    text, paths = compare(args.runs, args.out)
+    print(text)
+    for path in paths:
+        print(f"mpisgd compare: wrote {path}")
+    return 0
