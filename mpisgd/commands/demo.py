@@ -6,7 +6,8 @@ synchronization every 8 rounds, and the dynamic protocol in its default
 (async) mode and in its deterministic sync mode. Each run is
 ``mpiexec -n 4 python -m mpi4py -m mpisgd train --synthetic disjunction ...``
 (the mpiexec next to this Python); the table compares their online error,
-messages and bytes, from each run's report.json.
+messages and bytes, from each run's report.json, and ``mpisgd compare`` draws
+the figures into --out.
 """
 
 HELP = "the main job: none vs static vs dynamic synchronization on a drifting disjunction, 4 ranks"
@@ -95,7 +96,7 @@ def run(args):
     if subprocess.run(warm, env=env).returncode != 0:
         raise MpisgdError(f"demo: the warm-up run failed: {' '.join(warm)}")
     shutil.rmtree(os.path.join(args.out, "warm-up"), ignore_errors=True)
-    results = []
+    results, outs = [], []
     for name, opts in runs:
         out = os.path.join(args.out, name.replace(" b=", "").replace(" ", "-"))
         cmd = [launcher, "-n", str(args.ranks), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train",
@@ -109,6 +110,7 @@ def run(args):
         if not args.quiet:
             print(f"mpisgd demo: {name} done in {time.perf_counter() - start:.1f}s, outputs in {out}", flush=True)
         results.append((name, read_report(os.path.join(out, "report.json"))))
+        outs.append(out)
     print()
     for line in table(results):
         print(line)
@@ -121,7 +123,8 @@ def run(args):
             print(f"{name}: keeps {100 * kept:.1f} % of static b=8's error reduction over none, with "
                   f"{100 * c['total_bytes'] / max(1, static_c['total_bytes']):.1f} % of its bytes and "
                   f"{100 * c['total_messages'] / max(1, static_c['total_messages']):.1f} % of its messages")
-    if not args.quiet:
-        dirs = " ".join(os.path.join(args.out, name.replace(" b=", "").replace(" ", "-")) for name, _o in RUNS)
-        print(f"cumulative error and bytes over rounds: python -m mpisgd plot {dirs} --out {args.out}")
+    from mpisgd.commands.compare import compare
+
+    _text, paths = compare(outs, args.out)
+    print(f"figures (error against bytes, against wall time, over rounds): {', '.join(paths)}")
     return 0
