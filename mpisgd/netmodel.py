@@ -1,0 +1,401 @@
+"""Predicted wall time of a run on a cluster network, from its exact message log.
+
+A *network* is the Hockney model of a point-to-point message of m bytes,
+α + m·β (latency α in seconds, inverse bandwidth β in seconds per byte), and
+the cost of a collective on k ranks with MPICH's algorithms (Thakur,
+Rabenseifner and Gropp 2005, docs/NETWORK.md):
+
+    allreduce(k, m) = min(⌈log2 k⌉·(α + m·β),                      recursive doubling
+                          2·⌈log2 k⌉·α + 2·(k − 1)/k·m·β)          Rabenseifner
+    barrier(k)      = ⌈log2 k⌉·α                                    dissemination
+
+(the reduction's arithmetic is left out). Presets: ``NETWORKS`` ("shm" this
+machine's shared memory as bench/calibrate_network.py measured it; "10gbe"
+and "ib100" from published figures).
+
+The *clock engine* ``replay`` gives every rank a clock and applies an event
+log in order. An event log is a NumPy structured array of dtype ``EVENT``:
+
+    kind   int8    COMPUTE, SEND, WAIT, ALLREDUCE, BARRIER, IALLREDUCE,
+                   IBARRIER, COMPLETE or MARK (below)
+    rank   int32   the rank it acts on, or −1: the ranks of ``group``
+    group  int32   with rank −1: index into ``groups``, or −1 for all ranks
+    peer   int32   SEND: the destination rank
+    size   int64   COMPUTE: rows; SEND, ALLREDUCE, IALLREDUCE: bytes
+    id     int64   SEND/WAIT: message id; IALLREDUCE/IBARRIER/COMPLETE:
+                   request id; MARK: timeline row
+
+    COMPUTE     each rank: clock += rows·seconds_per_row[rank]
+    SEND        rank → peer, non-blocking: the sender pays o; the message
+                leaves when the sender's link is free and arrives α + m·β
+                later, or m·β after the previous message into peer
+    WAIT        each rank blocks until message ``id`` (sent to it) arrived
+    ALLREDUCE,  blocking: every member's clock becomes max(members' clocks)
+    BARRIER     + the collective's cost on len(members) ranks
+    IALLREDUCE, nonblocking start: request ``id`` completes at
+    IBARRIER    max(members' clocks) + cost; no clock moves
+    COMPLETE    each rank blocks until request ``id`` completed
+    MARK        records max(all clocks) as the time of timeline row ``id``
+
+The log must be causal (a message sent before it is waited for, a request
+started before it is completed), as a log written in the order a program
+runs is. ``EventLog`` builds one call by call; a caller that writes the
+array itself gets the same checks. ``time_to_error`` reads the MARK times
+against the run's timeline.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from mpisgd.errors import MpisgdError
+
+COMPUTE, SEND, WAIT, ALLREDUCE, BARRIER, IALLREDUCE, IBARRIER, COMPLETE, MARK = range(9)
+KINDS = ("compute", "send", "wait", "allreduce", "barrier", "iallreduce", "ibarrier", "complete", "mark")
+ALL = -1  # rank −1 with group −1: every rank
+
+EVENT = np.dtype([("kind", np.int8), ("rank", np.int32), ("group", np.int32), ("peer", np.int32),
+                  ("size", np.int64), ("id", np.int64)])
+
+
+@dataclass(frozen=True)
+class Network:
+    """α (s per message), β (s per byte), o (the sender's overhead per message, s; α if None)."""
+
+    name: str
+    alpha: float
+    beta: float
+    o: float | None = None
+    source: str = ""
+
+    def __post_init__(self):
+        for field in ("alpha", "beta", "o"):
+            value = getattr(self, field)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise MpisgdError(f"network {self.name!r}: {field} must be a finite number ≥ 0, got {value!r}")
+
+    @property
+    def overhead(self):
+        return self.alpha if self.o is None else self.o
+
+    def p2p(self, nbytes):
+        """One message of ``nbytes``: α + m·β."""
+        return self.alpha + nbytes * self.beta
+
+    def allreduce(self, k, nbytes):
+        return _allreduce(self.alpha, self.beta, k, nbytes)
+
+    def barrier(self, k):
+        return _barrier(self.alpha, k)
+
+
+# Fitted on this machine (2 cores, MPICH ch4 shared memory of the venv's mpi4py/mpich wheels),
+# by `.venv/bin/python bench/calibrate_network.py` (it runs `mpiexec -n 2`); see docs/NETWORK.md.
+SHM_ALPHA, SHM_BETA = 1.0e-6, 1.0e-10
+
+NETWORKS = {
+    "shm": Network("shm", SHM_ALPHA, SHM_BETA,
+                   source="measured here: bench/calibrate_network.py (docs/NETWORK.md)"),
+    "10gbe": Network("10gbe", 20e-6, 1 / 1.25e9,
+                     source="10 GbE, TCP: ~20 µs end-to-end (Hurwitz and Feng 2003), 1.25 GB/s line rate"),
+    "ib100": Network("ib100", 1.5e-6, 1 / 12.5e9,
+                     source="100 Gb/s InfiniBand EDR: 1–2 µs MPI latency, 12.5 GB/s line rate"),
+}
+
+
+def network(name):
+    """The preset called ``name``."""
+    try:
+        return NETWORKS[name]
+    except KeyError:
+        raise MpisgdError(f"unknown network {name!r}; presets: {', '.join(NETWORKS)}") from None
+
+
+@njit(cache=True)
+def _log2ceil(k):
+    steps = 0
+    while (1 << steps) < k:
+        steps += 1
+    return steps
+
+
+@njit(cache=True)
+def _allreduce(alpha, beta, k, nbytes):
+    if k <= 1:
+        return 0.0
+    steps = _log2ceil(k)
+    doubling = steps * (alpha + nbytes * beta)
+    rabenseifner = 2 * steps * alpha + 2.0 * (k - 1) / k * nbytes * beta
+    return min(doubling, rabenseifner)
+
+
+@njit(cache=True)
+def _barrier(alpha, k):
+    return _log2ceil(k) * alpha if k > 1 else 0.0
+
+
+class EventLog:
+    """An event log built call by call (``events`` gives the array).
+
+    ``rank`` arguments take a rank or ``ALL``; ``group(ranks)`` registers a
+    set of ranks for the collectives and returns its index."""
+
+    def __init__(self, k):
+        self.k = int(k)
+        self.groups = []
+        self._group_index = {}
+        self._rows = []
+
+    def group(self, ranks):
+        key = tuple(sorted(int(r) for r in ranks))
+        if key not in self._group_index:
+            self._group_index[key] = len(self.groups)
+            self.groups.append(np.array(key, dtype=np.int32))
+        return self._group_index[key]
+
+    def _add(self, kind, rank=ALL, group=ALL, peer=-1, size=0, id=-1):
+        self._rows.append((kind, rank, group, peer, size, id))
+
+    def compute(self, rank, rows):
+        self._add(COMPUTE, rank=rank, size=rows)
+
+    def send(self, src, dst, nbytes, msg_id):
+        self._add(SEND, rank=src, peer=dst, size=nbytes, id=msg_id)
+
+    def wait(self, rank, msg_id):
+        self._add(WAIT, rank=rank, id=msg_id)
+
+    def allreduce(self, nbytes, group=ALL):
+        self._add(ALLREDUCE, group=group, size=nbytes)
+
+    def barrier(self, group=ALL):
+        self._add(BARRIER, group=group)
+
+    def iallreduce(self, nbytes, request, group=ALL):
+        self._add(IALLREDUCE, group=group, size=nbytes, id=request)
+
+    def ibarrier(self, request, group=ALL):
+        self._add(IBARRIER, group=group, id=request)
+
+    def complete(self, request, rank=ALL, group=ALL):
+        self._add(COMPLETE, rank=rank, group=group, id=request)
+
+    def mark(self, row):
+        self._add(MARK, id=row)
+
+    @property
+    def events(self):
+        return np.array(self._rows, dtype=EVENT)
+
+
+@dataclass
+class Prediction:
+    """``wall``: max clock (s); per rank (arrays of k): ``clock``, ``compute`` (rows·seconds_per_row),
+    ``mpi`` = clock − compute (time in MPI calls), ``idle`` (the part of ``mpi`` spent blocked on other
+    ranks: behind the slowest at a collective, for a message or a request); ``marks``: time of each
+    MARK row (NaN where none)."""
+
+    wall: float
+    clock: np.ndarray
+    compute: np.ndarray
+    mpi: np.ndarray
+    idle: np.ndarray
+    marks: np.ndarray
+
+
+# Errors found while replaying, with the event that raised them.
+_OK, _NEVER_SENT, _NOT_RECIPIENT, _NEVER_STARTED, _NOT_MEMBER, _SENT_TWICE, _STARTED_TWICE = range(7)
+_MESSAGES = {
+    _NEVER_SENT: "waits for message {id}, which was not sent before it",
+    _NOT_RECIPIENT: "waits at rank {rank} for message {id}, which was sent to another rank",
+    _NEVER_STARTED: "completes request {id}, which was not started before it",
+    _NOT_MEMBER: "completes request {id} at rank {rank}, which did not start it",
+    _SENT_TWICE: "sends message {id} a second time",
+    _STARTED_TWICE: "starts request {id} a second time",
+}
+
+
+def replay(events, k, network, seconds_per_row, groups=()):
+    """Apply ``events`` (dtype ``EVENT``) to k rank clocks on ``network`` (a ``Network`` or a preset
+    name); ``seconds_per_row``: compute time per row, one number or one per rank. Returns a
+    ``Prediction``; bad input raises MpisgdError naming the event."""
+    net = network if isinstance(network, Network) else globals()["network"](network)
+    k = int(k)
+    if k < 1:
+        raise MpisgdError(f"k must be ≥ 1, got {k}")
+    spr = np.broadcast_to(np.asarray(seconds_per_row, dtype=np.float64), (k,)).copy()
+    if not np.all(np.isfinite(spr) & (spr >= 0)):
+        raise MpisgdError(f"seconds_per_row must be finite and ≥ 0, got {seconds_per_row!r}")
+    events = np.asarray(events)
+    if events.dtype != EVENT:
+        raise MpisgdError(f"events must have dtype netmodel.EVENT, got {events.dtype}")
+    members, starts = _groups_csr(groups, k)
+    _check(events, k, len(starts) - 1)
+    msg_index, n_msg = _dense_ids(events, (SEND, WAIT))
+    req_index, n_req = _dense_ids(events, (IALLREDUCE, IBARRIER, COMPLETE))
+    marks = events["id"][events["kind"] == MARK]
+    n_marks = int(marks.max()) + 1 if len(marks) else 0
+    clock, compute, idle, mark_times, status, where = _replay(
+        events["kind"], events["rank"], events["group"], events["peer"], events["size"], events["id"], msg_index, req_index,
+        n_msg, n_req, n_marks, members, starts, k, net.alpha, net.beta, net.overhead, spr)
+    if status != _OK:
+        e = events[where]
+        raise MpisgdError(f"event {where} ({KINDS[e['kind']]}) " +
+                          _MESSAGES[status].format(id=int(e["id"]), rank=int(e["rank"])))
+    return Prediction(float(clock.max()), clock, compute, clock - compute, idle, mark_times)
+
+
+def _groups_csr(groups, k):
+    """Groups as (members, starts): group g is members[starts[g]:starts[g + 1]]; the last is all ranks."""
+    arrays = []
+    for g, ranks in enumerate(groups):
+        ranks = np.asarray(ranks, dtype=np.int64).ravel()
+        if len(ranks) == 0 or ranks.min() < 0 or ranks.max() >= k or len(np.unique(ranks)) != len(ranks):
+            raise MpisgdError(f"group {g} must be distinct ranks in [0, {k}), got {ranks.tolist()}")
+        arrays.append(ranks)
+    arrays.append(np.arange(k))
+    starts = np.zeros(len(arrays) + 1, dtype=np.int64)
+    starts[1:] = np.cumsum([len(a) for a in arrays])
+    return np.concatenate(arrays).astype(np.int64), starts
+
+
+def _check(events, k, n_groups):
+    """Field ranges of every event, before any work."""
+    kind, rank, group, peer, size = (events[f] for f in ("kind", "rank", "group", "peer", "size"))
+    checks = [
+        ((kind < 0) | (kind >= len(KINDS)), f"kind must be in [0, {len(KINDS)})"),
+        ((rank < -1) | (rank >= k), f"rank must be in [0, {k}) or −1 (a group), with k = {k}"),
+        ((rank == -1) & ((group < -1) | (group >= n_groups)), f"group must be in [0, {n_groups}) or −1 (all ranks)"),
+        ((kind == SEND) & ((rank < 0) | (peer < 0) | (peer >= k)),
+         f"a send needs a source rank and a destination peer in [0, {k})"),
+        (size < 0, "size (rows or bytes) must be ≥ 0"),
+        ((kind == MARK) & (events["id"] < 0), "a mark's id (timeline row) must be ≥ 0"),
+    ]
+    for bad, what in checks:
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise MpisgdError(f"event {i} ({KINDS[kind[i]] if 0 <= kind[i] < len(KINDS) else kind[i]}): {what}; "
+                              f"got {events[i].tolist()}")
+
+
+def _dense_ids(events, kinds):
+    """Ids of the events of ``kinds`` renumbered 0..n−1 (−1 elsewhere), and n."""
+    mask = np.isin(events["kind"], kinds)
+    index = np.full(len(events), -1, dtype=np.int64)
+    unique, inverse = np.unique(events["id"][mask], return_inverse=True)
+    index[mask] = inverse
+    return index, len(unique)
+
+
+@njit(cache=True)
+def _in_request(r, owner, members, starts):
+    """Whether rank r is one of the ranks that started a request (owner: group g ≥ 0, or −2 − rank)."""
+    if owner < -1:
+        return r == -2 - owner
+    for s in members[starts[owner]:starts[owner + 1]]:
+        if s == r:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _replay(kind, rank, group, peer, size, ident, msg_index, req_index, n_msg, n_req, n_marks,
+            members, starts, k, alpha, beta, o, spr):
+    clock = np.zeros(k)
+    compute = np.zeros(k)
+    idle = np.zeros(k)
+    out_free = np.zeros(k)  # when each rank's link can start its next outgoing message
+    in_free = np.zeros(k)  # when the last message into each rank finished arriving
+    arrival = np.full(n_msg, np.nan)
+    recipient = np.full(n_msg, -1, dtype=np.int64)
+    done = np.full(n_req, np.nan)
+    owner = np.full(n_req, -1, dtype=np.int64)
+    marks = np.full(n_marks, np.nan)
+    single = np.zeros(1, dtype=np.int64)
+    all_ranks = len(starts) - 2
+    for e in range(len(kind)):
+        kd = kind[e]
+        if rank[e] >= 0:  # the ranks this event acts on
+            single[0] = rank[e]
+            who = single
+            here = -2 - rank[e]
+        else:
+            here = all_ranks if group[e] < 0 else group[e]
+            who = members[starts[here]:starts[here + 1]]
+        if kd == COMPUTE:
+            for r in who:
+                t = size[e] * spr[r]
+                clock[r] += t
+                compute[r] += t
+        elif kd == SEND:
+            m = msg_index[e]
+            if not np.isnan(arrival[m]):
+                return clock, compute, idle, marks, _SENT_TWICE, e
+            src, dst = rank[e], peer[e]
+            transfer = size[e] * beta
+            depart = max(clock[src], out_free[src])  # after this rank's earlier messages left
+            out_free[src] = depart + transfer
+            # latency α plus the bytes, and not before the earlier messages into dst are in
+            arrival[m] = max(depart + alpha + transfer, in_free[dst] + transfer)
+            in_free[dst] = arrival[m]
+            recipient[m] = dst
+            clock[src] += o
+        elif kd == WAIT:
+            m = msg_index[e]
+            if np.isnan(arrival[m]):
+                return clock, compute, idle, marks, _NEVER_SENT, e
+            for r in who:
+                if recipient[m] != r:
+                    return clock, compute, idle, marks, _NOT_RECIPIENT, e
+                if arrival[m] > clock[r]:
+                    idle[r] += arrival[m] - clock[r]
+                    clock[r] = arrival[m]
+        elif kd == ALLREDUCE or kd == BARRIER or kd == IALLREDUCE or kd == IBARRIER:
+            latest = 0.0  # the collective starts when its last member calls it
+            for r in who:
+                latest = max(latest, clock[r])
+            if kd == ALLREDUCE or kd == IALLREDUCE:
+                cost = _allreduce(alpha, beta, len(who), size[e])
+            else:
+                cost = _barrier(alpha, len(who))
+            if kd == ALLREDUCE or kd == BARRIER:
+                for r in who:
+                    idle[r] += latest - clock[r]
+                    clock[r] = latest + cost
+            else:
+                q = req_index[e]
+                if not np.isnan(done[q]):
+                    return clock, compute, idle, marks, _STARTED_TWICE, e
+                done[q] = latest + cost
+                owner[q] = here
+        elif kd == COMPLETE:
+            q = req_index[e]
+            if np.isnan(done[q]):
+                return clock, compute, idle, marks, _NEVER_STARTED, e
+            for r in who:
+                if not _in_request(r, owner[q], members, starts):
+                    return clock, compute, idle, marks, _NOT_MEMBER, e
+                if done[q] > clock[r]:
+                    idle[r] += done[q] - clock[r]
+                    clock[r] = done[q]
+        elif kd == MARK:
+            marks[ident[e]] = clock.max()
+    return clock, compute, idle, marks, _OK, -1
+
+
+def time_to_error(marks, rounds, errors, learners, target):
+    """Predicted time at which the online error rate errors/(rounds·learners) first falls to
+    ``target`` or below: ``marks[i]`` is the time of timeline row i (``Prediction.marks``), ``rounds``
+    and ``errors`` its columns (cumulative, summed over the learners). inf if it never does."""
+    marks, rounds, errors = (np.asarray(a, dtype=np.float64) for a in (marks, rounds, errors))
+    if not (len(marks) == len(rounds) == len(errors)):
+        raise MpisgdError(f"marks, rounds and errors must have one entry per timeline row, "
+                          f"got {len(marks)}, {len(rounds)}, {len(errors)}")
+    if np.isnan(marks).any():
+        raise MpisgdError(f"timeline row {int(np.flatnonzero(np.isnan(marks))[0])} has no MARK event")
+    if learners < 1 or np.any(rounds <= 0):
+        raise MpisgdError("learners and every timeline row's rounds must be ≥ 1")
+    reached = np.flatnonzero(errors / (rounds * learners) <= target)
+    return float(marks[reached[0]]) if len(reached) else math.inf
