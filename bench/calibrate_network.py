@@ -7,8 +7,12 @@ uses it). Rank 0 and 1 time a ping-pong (Send/Recv of m bytes there and back; ha
 trip is one message) and a two-rank Allreduce of m bytes, at m = 8 B … 4 MiB; each point is the
 median over ``--repeats`` batches of the mean of a batch. α and β are the least-squares fit of
 t = α + m·β to the ping-pong points with relative residuals (so that the small messages fix α and
-the large ones β). Also the time of one Isend call (the sender's overhead o) and the Allreduce
-against the model's prediction at k = 2 (α + m·β). Prints a Markdown table.
+the large ones β); the two-rank Allreduce, one exchange step, gives a collective step's α_s and
+β_s the same way (shared memory is not full duplex: both directions are copied by the same
+CPUs); γ is the time per byte of np.add on float64 vectors of ≥ 32 KiB (the
+reduction's arithmetic), o the time of one small Isend call (the sender's overhead). The sizes are
+interleaved within each batch so that the machine's load hits them alike. Prints the fitted
+numbers and a Markdown table with the two-rank Allreduce against the model's prediction.
 """
 
 import argparse
@@ -33,14 +37,17 @@ def worker(repeats):
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     peer = 1 - rank
-    rows = []
-    for m in SIZES:
-        buf = np.zeros(m, dtype=np.uint8)
-        out = np.zeros(m // 8, dtype=np.float64)
-        red = np.zeros_like(out)
-        n = batch_count(m)
-        pingpong, allreduce = [], []
-        for repeat in range(repeats + 1):  # the first batch warms up, untimed
+    pingpong = {m: [] for m in SIZES}
+    allreduce = {m: [] for m in SIZES}
+    reduce_op = {m: [] for m in SIZES}
+    isend = []
+    small = np.zeros(8, dtype=np.uint8)
+    for repeat in range(repeats + 1):  # sizes interleaved, so that the load hits them alike; batch 0 warms up
+        for m in SIZES:
+            buf = np.zeros(m, dtype=np.uint8)
+            vec = np.ones(m // 8, dtype=np.float64)
+            red = np.zeros_like(vec)
+            n = batch_count(m)
             comm.Barrier()
             start = time.perf_counter()
             for _ in range(n):
@@ -50,22 +57,23 @@ def worker(repeats):
                 else:
                     comm.Recv(buf, source=peer, tag=1)
                     comm.Send(buf, dest=peer, tag=1)
-            if repeat:
-                pingpong.append((time.perf_counter() - start) / (2 * n))
+            one_way = (time.perf_counter() - start) / (2 * n)
             comm.Barrier()
             start = time.perf_counter()
             for _ in range(n):
-                comm.Allreduce(out, red, op=MPI.SUM)
+                comm.Allreduce(vec, red, op=MPI.SUM)
+            collective = (time.perf_counter() - start) / n
+            start = time.perf_counter()
+            for _ in range(n):  # the reduction's arithmetic alone (γ)
+                np.add(vec, red, out=red)
+            local = (time.perf_counter() - start) / n
             if repeat:
-                allreduce.append((time.perf_counter() - start) / n)
-        rows.append((m, statistics.median(pingpong), statistics.median(allreduce)))
-    # the sender's overhead: one small Isend call, its Wait outside the timing
-    small = np.zeros(8, dtype=np.uint8)
-    isend = []
-    for _ in range(repeats):
+                pingpong[m].append(one_way)
+                allreduce[m].append(collective)
+                reduce_op[m].append(local)
         comm.Barrier()
         spent = 0.0
-        for _ in range(500):
+        for _ in range(500):  # the sender's overhead o: one small Isend call, its Wait untimed
             if rank == 0:
                 start = time.perf_counter()
                 request = comm.Isend(small, dest=1, tag=2)
@@ -73,9 +81,11 @@ def worker(repeats):
                 request.Wait()
             else:
                 comm.Recv(small, source=0, tag=2)
-        isend.append(spent / 500)
+        if repeat:
+            isend.append(spent / 500)
     if rank == 0:
-        report(rows, statistics.median(isend))
+        med = statistics.median
+        report([(m, med(pingpong[m]), med(allreduce[m]), med(reduce_op[m])) for m in SIZES], med(isend))
 
 
 def fit(sizes, times):
@@ -87,15 +97,22 @@ def fit(sizes, times):
 
 
 def report(rows, isend):
-    sizes = [r[0] for r in rows]
+    from mpisgd.netmodel import Network
+
+    sizes = np.array([r[0] for r in rows], dtype=float)
     alpha, beta = fit(sizes, [r[1] for r in rows])
-    print(f"\nshm: α = {alpha:.3e} s, β = {beta:.3e} s/B ({1 / beta / 1e9:.2f} GB/s), "
-          f"o (one Isend call) = {isend:.3e} s\n")
-    print("| bytes | ping-pong one way (µs) | α + m·β (µs) | Allreduce k=2 (µs) | model k=2 (µs) |")
-    print("|---:|---:|---:|---:|---:|")
-    for m, pp, ar in rows:
-        model = alpha + m * beta
-        print(f"| {m} | {pp * 1e6:.2f} | {model * 1e6:.2f} | {ar * 1e6:.2f} | {model * 1e6:.2f} |")
+    gamma = statistics.median(r[3] / r[0] for r in rows if r[0] >= 32768)
+    # a two-rank Allreduce is one exchange step of recursive doubling: α_s + m·β_s + m·γ
+    step_alpha, step_beta = fit(sizes, np.array([r[2] for r in rows]) - sizes * gamma)
+    net = Network("shm", alpha, beta, gamma=gamma, o=isend, step_alpha=step_alpha, step_beta=step_beta)
+    print(f"\nNetwork(\"shm\", {alpha:.3g}, {beta:.3g}, gamma={gamma:.3g}, o={isend:.3g}, "
+          f"step_alpha={step_alpha:.3g}, step_beta={step_beta:.3g})")
+    print(f"(β: {1 / beta / 1e9:.2f} GB/s; β_s: {1 / step_beta / 1e9:.2f} GB/s; γ: np.add of float64 at ≥ 32 KiB)\n")
+    print("| bytes | ping-pong one way (µs) | α + m·β (µs) | Allreduce k=2 (µs) | model k=2 (µs) | np.add (µs) |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for m, pp, ar, add in rows:
+        print(f"| {m} | {pp * 1e6:.2f} | {net.p2p(m) * 1e6:.2f} | {ar * 1e6:.2f} | {net.allreduce(2, m) * 1e6:.2f} "
+              f"| {add * 1e6:.2f} |")
 
 
 def main():

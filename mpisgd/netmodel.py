@@ -3,15 +3,22 @@
 A *network* is the Hockney model of a point-to-point message of m bytes,
 α + m·β (latency α in seconds, inverse bandwidth β in seconds per byte), and
 the cost of a collective on k ranks with MPICH's algorithms (Thakur,
-Rabenseifner and Gropp 2005, docs/NETWORK.md):
+Rabenseifner and Gropp 2005, docs/NETWORK.md). With p = 2^⌊log2 k⌋ and
+x = 1 when k is not a power of two (the k − p extra ranks first hand their
+data to a partner and get the result back: two more steps), 0 otherwise,
+a step's latency α_s and inverse bandwidth β_s, and γ the reduction's
+arithmetic per byte:
 
-    allreduce(k, m) = min(⌈log2 k⌉·(α + m·β),                      recursive doubling
-                          2·⌈log2 k⌉·α + 2·(k − 1)/k·m·β)          Rabenseifner
-    barrier(k)      = ⌈log2 k⌉·α                                    dissemination
+    allreduce(k, m) = min((log2 p + 2x)·(α_s + m·β_s) + (log2 p + x)·m·γ,           recursive doubling
+                          (2 log2 p + 2x)·α_s + (2(p − 1)/p + 2x)·m·β_s
+                                              + ((p − 1)/p + x)·m·γ)                  Rabenseifner
+    barrier(k)      = ⌈log2 k⌉·α_s                                                    dissemination
 
-(the reduction's arithmetic is left out). Presets: ``NETWORKS`` ("shm" this
-machine's shared memory as bench/calibrate_network.py measured it; "10gbe"
-and "ib100" from published figures).
+In a step every rank sends and receives at once: on a full-duplex network
+α_s = α and β_s = β (the default); on shared memory the same CPUs copy both
+ways and the calibration measures the step apart. Presets: ``NETWORKS``
+("shm" this machine's shared memory as bench/calibrate_network.py measured
+it; "10gbe" and "ib100" from published figures, with this machine's γ).
 
 The *clock engine* ``replay`` gives every rank a clock and applies an event
 log in order. An event log is a NumPy structured array of dtype ``EVENT``:
@@ -62,16 +69,20 @@ EVENT = np.dtype([("kind", np.int8), ("rank", np.int32), ("group", np.int32), ("
 
 @dataclass(frozen=True)
 class Network:
-    """α (s per message), β (s per byte), o (the sender's overhead per message, s; α if None)."""
+    """α (s per message), β (s per byte), γ (s per byte reduced), o (the sender's overhead per
+    message, s; α if None), a collective step's α_s and β_s (α and β if None)."""
 
     name: str
     alpha: float
     beta: float
+    gamma: float = 0.0
     o: float | None = None
+    step_alpha: float | None = None
+    step_beta: float | None = None
     source: str = ""
 
     def __post_init__(self):
-        for field in ("alpha", "beta", "o"):
+        for field in ("alpha", "beta", "gamma", "o", "step_alpha", "step_beta"):
             value = getattr(self, field)
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise MpisgdError(f"network {self.name!r}: {field} must be a finite number ≥ 0, got {value!r}")
@@ -80,15 +91,21 @@ class Network:
     def overhead(self):
         return self.alpha if self.o is None else self.o
 
+    @property
+    def step(self):
+        """(α_s, β_s) of one step of a collective."""
+        return (self.alpha if self.step_alpha is None else self.step_alpha,
+                self.beta if self.step_beta is None else self.step_beta)
+
     def p2p(self, nbytes):
         """One message of ``nbytes``: α + m·β."""
         return self.alpha + nbytes * self.beta
 
     def allreduce(self, k, nbytes):
-        return _allreduce(self.alpha, self.beta, k, nbytes)
+        return _allreduce(*self.step, self.gamma, k, nbytes)
 
     def barrier(self, k):
-        return _barrier(self.alpha, k)
+        return _barrier(self.step[0], k)
 
 
 # Fitted on this machine (2 cores, MPICH ch4 shared memory of the venv's mpi4py/mpich wheels),
@@ -114,26 +131,35 @@ def network(name):
 
 
 @njit(cache=True)
-def _log2ceil(k):
+def _log2floor(k):
     steps = 0
-    while (1 << steps) < k:
+    while (2 << steps) <= k:
         steps += 1
     return steps
 
 
 @njit(cache=True)
-def _allreduce(alpha, beta, k, nbytes):
+def _allreduce(alpha, beta, gamma, k, nbytes):
     if k <= 1:
         return 0.0
-    steps = _log2ceil(k)
-    doubling = steps * (alpha + nbytes * beta)
-    rabenseifner = 2 * steps * alpha + 2.0 * (k - 1) / k * nbytes * beta
+    lg = _log2floor(k)
+    p = 1 << lg
+    x = 0 if p == k else 1  # the extra ranks' hand-over and hand-back
+    m = float(nbytes)
+    # log2 p exchanges of the whole vector, each reduced
+    doubling = (lg + 2 * x) * (alpha + m * beta) + (lg + x) * m * gamma
+    # reduce-scatter then allgather: 2 log2 p messages, 2(p − 1)/p of the bytes, (p − 1)/p reduced
+    rabenseifner = ((2 * lg + 2 * x) * alpha + (2.0 * (p - 1) / p + 2 * x) * m * beta
+                    + ((p - 1.0) / p + x) * m * gamma)
     return min(doubling, rabenseifner)
 
 
 @njit(cache=True)
 def _barrier(alpha, k):
-    return _log2ceil(k) * alpha if k > 1 else 0.0
+    if k <= 1:
+        return 0.0
+    lg = _log2floor(k)
+    return (lg if (1 << lg) == k else lg + 1) * alpha  # ⌈log2 k⌉ rounds
 
 
 class EventLog:
@@ -239,7 +265,7 @@ def replay(events, k, network, seconds_per_row, groups=()):
     n_marks = int(marks.max()) + 1 if len(marks) else 0
     clock, compute, idle, mark_times, status, where = _replay(
         events["kind"], events["rank"], events["group"], events["peer"], events["size"], events["id"], msg_index, req_index,
-        n_msg, n_req, n_marks, members, starts, k, net.alpha, net.beta, net.overhead, spr)
+        n_msg, n_req, n_marks, members, starts, k, net.alpha, net.beta, net.gamma, net.overhead, *net.step, spr)
     if status != _OK:
         e = events[where]
         raise MpisgdError(f"event {where} ({KINDS[e['kind']]}) " +
@@ -302,7 +328,7 @@ def _in_request(r, owner, members, starts):
 
 @njit(cache=True)
 def _replay(kind, rank, group, peer, size, ident, msg_index, req_index, n_msg, n_req, n_marks,
-            members, starts, k, alpha, beta, o, spr):
+            members, starts, k, alpha, beta, gamma, o, step_alpha, step_beta, spr):
     clock = np.zeros(k)
     compute = np.zeros(k)
     idle = np.zeros(k)
@@ -357,9 +383,9 @@ def _replay(kind, rank, group, peer, size, ident, msg_index, req_index, n_msg, n
             for r in who:
                 latest = max(latest, clock[r])
             if kd == ALLREDUCE or kd == IALLREDUCE:
-                cost = _allreduce(alpha, beta, len(who), size[e])
+                cost = _allreduce(step_alpha, step_beta, gamma, len(who), size[e])
             else:
-                cost = _barrier(alpha, len(who))
+                cost = _barrier(step_alpha, len(who))
             if kd == ALLREDUCE or kd == BARRIER:
                 for r in who:
                     idle[r] += latest - clock[r]

@@ -17,6 +17,20 @@ SPR = 1e-6  # one µs per row
 # ---------------------------------------------------------------- a plain-Python twin of replay
 
 
+def thakur_allreduce(a, b, c, k, m):
+    """Thakur et al. 2005, §4.4: a power of two p ≤ k; with k − p > 0 extra ranks, one step before
+    (their data to a partner, reduced) and one after (the result back)."""
+    p = 2 ** int(math.floor(math.log2(k)))
+    lg = int(math.log2(p))
+    doubling = lg * (a + m * b + m * c)
+    rabenseifner = 2 * lg * a + 2 * (p - 1) / p * m * b + (p - 1) / p * m * c
+    if p < k:
+        doubling += (a + m * b + m * c) + (a + m * b)
+        rabenseifner += (a + m * b + m * c) + (a + m * b)
+    return min(doubling, rabenseifner)
+
+
+
 def naive_replay(events, k, net, spr, groups=()):
     """The rules of the module docstring, one event at a time, with dicts."""
     spr = [spr] * k if np.ndim(spr) == 0 else list(spr)
@@ -25,12 +39,12 @@ def naive_replay(events, k, net, spr, groups=()):
     arrival, to, done, starters, marks = {}, {}, {}, {}, {}
 
     def cost(kind, n, m):
+        a, b, c = net.step[0], net.step[1], net.gamma
         if n == 1:
             return 0.0
-        steps = math.ceil(math.log2(n))
         if kind in (nm.BARRIER, nm.IBARRIER):
-            return steps * net.alpha
-        return min(steps * (net.alpha + m * net.beta), 2 * steps * net.alpha + 2 * (n - 1) / n * m * net.beta)
+            return math.ceil(math.log2(n)) * a
+        return thakur_allreduce(a, b, c, n, m)
 
     for e in events.tolist():
         kind, rank, group, peer, size, ident = e
@@ -116,7 +130,8 @@ def test_replay_equals_naive_twin_on_random_logs(seed):
     groups = [sorted(rng.choice(k, int(rng.integers(1, k + 1)), replace=False).tolist()) for _ in range(3)]
     log = random_log(rng, k, 400, groups)
     spr = rng.uniform(0.5e-6, 2e-6, size=k)
-    net = nm.Network("r", rng.uniform(1e-7, 1e-5), rng.uniform(1e-11, 1e-8), o=rng.uniform(0, 1e-6))
+    net = nm.Network("r", rng.uniform(1e-7, 1e-5), rng.uniform(1e-11, 1e-8), gamma=rng.uniform(0, 1e-9),
+                     o=rng.uniform(0, 1e-6), step_alpha=rng.uniform(1e-7, 1e-5), step_beta=rng.uniform(1e-11, 1e-8))
     got = nm.replay(log.events, k, net, spr, log.groups)
     clock, compute, idle, marks = naive_replay(log.events, k, net, spr, log.groups)
     np.testing.assert_allclose(got.clock, clock, rtol=1e-12)
@@ -152,10 +167,10 @@ def test_collective_on_five_ranks_waits_for_the_late_one():
     log.compute(4, 50)  # the late rank
     log.allreduce(800)
     p = nm.replay(log.events, 5, NET, SPR)
-    # ⌈log2 5⌉ = 3: doubling 3·(1 + 0.8) = 5.4 µs < Rabenseifner 6·1 + 2·4/5·0.8 = 7.28 µs
-    np.testing.assert_allclose(p.clock, [55.4e-6] * 5)
+    # 5 = 4 + 1 extra: doubling (2 + 2)·(1 + 0.8) = 7.2 µs < Rabenseifner 6·1 + (1.5 + 2)·0.8 = 8.8 µs
+    np.testing.assert_allclose(p.clock, [57.2e-6] * 5)
     np.testing.assert_allclose(p.idle, [40e-6] * 4 + [0.0])
-    np.testing.assert_allclose(p.mpi, [45.4e-6] * 4 + [5.4e-6])
+    np.testing.assert_allclose(p.mpi, [47.2e-6] * 4 + [7.2e-6])
 
 
 def test_collective_on_a_group_leaves_the_others_alone():
@@ -211,9 +226,9 @@ def test_sends_from_one_rank_share_its_link():
     np.testing.assert_allclose(p.clock, [2e-6, 11e-6, 21e-6])
 
 
-@pytest.mark.parametrize("k", [2, 3, 8, 64, 1000])
+@pytest.mark.parametrize("k", [2, 4, 8, 64, 1024])
 def test_allreduce_is_the_cheaper_of_doubling_and_rabenseifner(k):
-    steps = math.ceil(math.log2(k))
+    steps = int(math.log2(k))
     crossover = steps * A / ((steps - 2 * (k - 1) / k) * B) if steps > 2 * (k - 1) / k else math.inf
     for m in (0, 8, 1000, 10**4, 10**6):
         doubling = steps * (A + m * B)
@@ -222,11 +237,32 @@ def test_allreduce_is_the_cheaper_of_doubling_and_rabenseifner(k):
         assert NET.allreduce(k, m) == pytest.approx(doubling if m <= crossover else rabenseifner)
 
 
+@pytest.mark.parametrize("k", [3, 5, 7, 100, 1000])
+def test_allreduce_on_a_non_power_of_two(k):
+    for m in (0, 8, 1000, 10**6):
+        assert NET.allreduce(k, m) == pytest.approx(thakur_allreduce(A, B, 0.0, k, m))
+    assert NET.allreduce(3, 8) == pytest.approx(3 * (A + 8 * B))  # to a partner, one exchange, back
+
+
+def test_collective_steps_apart_from_messages():
+    net = nm.Network("s", A, B, step_alpha=3 * A, step_beta=2 * B)
+    assert net.p2p(1000) == pytest.approx(A + 1000 * B)
+    assert net.allreduce(2, 1000) == pytest.approx(3 * A + 2000 * B)
+    assert net.barrier(4) == pytest.approx(6 * A)
+
+
 def test_crossover_at_eight_ranks():
     # k = 8: 3α + 3mβ against 6α + 1.75mβ; equal at m = 3α/(1.25β) = 2400 bytes
     assert NET.allreduce(8, 2000) == pytest.approx(3 * (A + 2000 * B))
     assert NET.allreduce(8, 3000) == pytest.approx(6 * A + 1.75 * 3000 * B)
     assert NET.allreduce(8, 2400) == pytest.approx(3 * (A + 2400 * B))
+
+
+def test_allreduce_with_the_reduction_cost():
+    net = nm.Network("g", A, B, gamma=0.5e-9)
+    # k = 4, m = 10^4: doubling 2·(1 + 10 + 5) = 32 µs; Rabenseifner 4·1 + 3/4·10^4·(2 + 0.5) ns = 22.75 µs
+    assert net.allreduce(4, 10**4) == pytest.approx(22.75e-6)
+    assert net.allreduce(4, 100) == pytest.approx(2 * (A + 100 * 1.5e-9))
 
 
 def test_barrier_and_small_messages():
@@ -302,9 +338,10 @@ def test_unknown_preset():
         nm.replay(np.zeros(0, nm.EVENT), 2, "myrinet", SPR)
 
 
-@pytest.mark.parametrize("field, value", [("alpha", -1e-6), ("beta", math.nan), ("o", -1.0)])
+@pytest.mark.parametrize("field, value", [("alpha", -1e-6), ("beta", math.nan), ("gamma", -1e-9), ("o", -1.0),
+                                          ("step_alpha", math.inf), ("step_beta", -1e-9)])
 def test_negative_or_nan_parameters(field, value):
-    kwargs = dict(alpha=A, beta=B, o=None)
+    kwargs = dict(alpha=A, beta=B, gamma=0.0, o=None, step_alpha=None, step_beta=None)
     kwargs[field] = value
     with pytest.raises(MpisgdError, match=field):
         nm.Network("bad", **kwargs)

@@ -1,0 +1,215 @@
+"""Predicted (mpisgd/netmodel.py, "shm" preset) against measured wall time of small MPI programs.
+
+    NUMBA_NUM_THREADS=1 .venv/bin/python bench/validate_netmodel.py [--ranks 2 3] [--repeats 5] [--rows 200000]
+
+For each rank count K, one ``mpiexec -n K`` of this file runs every pattern ``--repeats`` times
+(patterns interleaved, so that the machine's load hits them alike). A pattern is R rows of a fixed
+numba kernel on every rank, in rounds of b rows, each round followed by its communication:
+
+    none        nothing (the control: compute alone)
+    allreduce   a blocking Allreduce of m bytes on all ranks
+    ring        each rank Isends m bytes to rank + 1 and receives m bytes from rank − 1
+    star        every rank ≠ 0 sends m bytes to rank 0 and waits for m bytes back
+                (rank 0 receives them all, then Isends the replies), like a coordinator
+    iallreduce  an Iallreduce of m bytes started after round t's rows and completed after
+                round t + 1's (hidden behind b rows of compute)
+
+The same rounds give the event log (``netmodel.EventLog``), replayed on the "shm" preset with the
+compute time per row taken two ways: "in-run", each rank's own timed kernel calls in that run
+(checks the communication part of the model); "-n 1", the kernel's time per row in a one-rank run
+of the same rows started just before (what a prediction from the simulator has). Measured wall
+time: from a Barrier to the last rank's end of the loop. Prints per pattern and K the medians over
+the repeats and the relative error of the median prediction.
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+
+# name: (rows per round b, bytes per message m)
+PATTERNS = {
+    "none": (100, 0),
+    "allreduce 8 B, b=100": (100, 8),
+    "allreduce 400 KB, b=2000": (2000, 400_000),
+    "ring 8 B, b=100": (100, 8),
+    "star 4 KB, b=200": (200, 4096),
+    "iallreduce 8 B, b=100": (100, 8),
+}
+NNZ, N_FEATURES = 64, 1 << 16
+
+
+@njit(cache=True)
+def kernel(w, idx, first, rows):
+    """``rows`` steps of a sparse SGD-like update: a dot product over NNZ coordinates, then an
+    update of the same coordinates (fixed cost per row)."""
+    n = len(idx)
+    for i in range(first, first + rows):
+        base = (i * NNZ) % (n - NNZ)
+        p = 0.0
+        for j in range(NNZ):
+            p += w[idx[base + j]]
+        g = 1e-3 * (1.0 if p < 1.0 else -1.0)
+        for j in range(NNZ):
+            w[idx[base + j]] += g
+
+
+def rounds_of(name, rows):
+    b, m = PATTERNS[name]
+    return rows // b, b, m
+
+
+def event_log(name, k, rows):
+    """The pattern's event log, as the worker below runs it."""
+    from mpisgd import netmodel as nm
+
+    log = nm.EventLog(k)
+    n_rounds, b, m = rounds_of(name, rows)
+    ids = iter(range(1 << 62))
+    for t in range(n_rounds):
+        log.compute(nm.ALL, b)
+        kind = name.split()[0]
+        if kind == "allreduce":
+            log.allreduce(m)
+        elif kind == "ring":
+            sent = [(r, (r + 1) % k, next(ids)) for r in range(k)]
+            for src, dst, mid in sent:
+                log.send(src, dst, m, mid)
+            for src, dst, mid in sent:
+                log.wait(dst, mid)
+        elif kind == "star":
+            up = [(src, next(ids)) for src in range(1, k)]
+            for src, mid in up:
+                log.send(src, 0, m, mid)
+            for src, mid in up:
+                log.wait(0, mid)
+            down = [(dst, next(ids)) for dst in range(1, k)]
+            for dst, mid in down:
+                log.send(0, dst, m, mid)
+            for dst, mid in down:
+                log.wait(dst, mid)
+        elif kind == "iallreduce":
+            if t > 0:
+                log.complete(t - 1)
+            log.iallreduce(m, t)
+    if name.startswith("iallreduce") and n_rounds:
+        log.complete(n_rounds - 1)
+    return log
+
+
+def run_pattern(comm, name, rows, w, idx):
+    """Run one pattern on this rank; returns (wall seconds, compute seconds)."""
+    from mpi4py import MPI
+
+    rank, k = comm.Get_rank(), comm.Get_size()
+    n_rounds, b, m = rounds_of(name, rows)
+    kind = name.split()[0]
+    send = np.zeros(max(m // 8, 1), dtype=np.float64)[: m // 8] if kind in ("allreduce", "iallreduce") else \
+        np.zeros(m, dtype=np.uint8)
+    recv = np.zeros_like(send)
+    replies = [np.zeros_like(send) for _ in range(k)]
+    pending = None
+    computing = 0.0
+    comm.Barrier()
+    start = time.perf_counter()
+    for t in range(n_rounds):
+        c0 = time.perf_counter()
+        kernel(w, idx, t * b, b)
+        computing += time.perf_counter() - c0
+        if kind == "allreduce":
+            comm.Allreduce(send, recv, op=MPI.SUM)
+        elif kind == "ring":
+            request = comm.Isend(send, dest=(rank + 1) % k, tag=1)
+            comm.Recv(recv, source=(rank - 1) % k, tag=1)
+            request.Wait()
+        elif kind == "star":
+            if rank == 0:
+                for src in range(1, k):
+                    comm.Recv(replies[src], source=src, tag=2)
+                MPI.Request.Waitall([comm.Isend(replies[dst], dest=dst, tag=3) for dst in range(1, k)])
+            else:
+                comm.Send(send, dest=0, tag=2)
+                comm.Recv(recv, source=0, tag=3)
+        elif kind == "iallreduce":
+            if pending is not None:
+                pending.Wait()
+            pending = comm.Iallreduce(send, recv, op=MPI.SUM)
+    if pending is not None:
+        pending.Wait()
+    return time.perf_counter() - start, computing
+
+
+def worker(rows, repeats, out):
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rng = np.random.default_rng(comm.Get_rank())
+    idx = rng.integers(0, N_FEATURES, size=1 << 20).astype(np.int64)
+    w = np.zeros(N_FEATURES)
+    kernel(w, idx, 0, 1000)  # compiled (or loaded from the cache) before any timing
+    results = []
+    for repeat in range(repeats):
+        for name in PATTERNS:
+            wall, computing = run_pattern(comm, name, rows, w, idx)
+            walls = comm.gather(wall)
+            computes = comm.gather(computing)
+            if comm.Get_rank() == 0:
+                results.append({"pattern": name, "repeat": repeat, "wall": max(walls), "compute": computes})
+    if comm.Get_rank() == 0:
+        Path(out).write_text(json.dumps(results))
+
+
+def launch(k, rows, repeats, out):
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    cmd = [mpiexec, "-n", str(k), sys.executable, "-m", "mpi4py", __file__, "--worker", "--rows", str(rows),
+           "--repeats", str(repeats), "--out", str(out)]
+    print("$", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    return json.loads(Path(out).read_text())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, nargs="+", default=[2, 3])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--out", default="/tmp/validate_netmodel.json")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.rows, args.repeats, args.out)
+        return
+    from mpisgd import netmodel as nm
+
+    net = nm.network("shm")
+    print(f"shm: α = {net.alpha:.3g} s, β = {net.beta:.3g} s/B, γ = {net.gamma:.3g} s/B, o = {net.overhead:.3g} s")
+    lines = []
+    for k in args.ranks:
+        single = launch(1, args.rows, args.repeats, args.out)
+        spr_one = statistics.median(r["compute"][0] for r in single if r["pattern"] == "none") / args.rows
+        results = launch(k, args.rows, args.repeats, args.out)
+        for name in PATTERNS:
+            runs = [r for r in results if r["pattern"] == name]
+            log = event_log(name, k, args.rows)
+            events, groups = log.events, log.groups
+            measured = statistics.median(r["wall"] for r in runs)
+            in_run = statistics.median(
+                nm.replay(events, k, net, np.array(r["compute"]) / args.rows, groups).wall for r in runs)
+            one = nm.replay(events, k, net, spr_one, groups).wall
+            lines.append(f"| {k} | {name} | {len(events)} | {measured:.3f} | {in_run:.3f} | {in_run / measured - 1:+.1%} "
+                         f"| {one:.3f} | {one / measured - 1:+.1%} |")
+        print(f"-n 1: {spr_one * 1e9:.0f} ns per row")
+    print("\n| K | pattern | events | measured wall (s) | predicted, in-run compute (s) | error "
+          "| predicted, -n 1 compute (s) | error |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
