@@ -17,8 +17,10 @@ numba kernel on every rank, in rounds of b rows, each round followed by its comm
 The same rounds give the event log (``netmodel.EventLog``), replayed on the "shm" preset with the
 compute time per row taken two ways: "in-run", each rank's own timed kernel calls in that run
 (checks the communication part of the model); "-n 1", the kernel's time per row in a one-rank run
-of the same rows started just before (what a prediction from the simulator has). Measured wall
-time: from a Barrier to the last rank's end of the loop. Prints per pattern and K the medians over
+of the same rows started just before (what a prediction from the simulator has). A last column
+replaces the preset by α, β, α_s, β_s measured in the same launch just before each repeat
+(ping-pong and Allreduce at 8 B and 400 KB), to tell a stale preset from a wrong model on a
+machine whose load changes. Measured wall time: from a Barrier to the last rank's end of the loop. Prints per pattern and K the medians over
 the repeats and the relative error of the median prediction.
 """
 
@@ -42,7 +44,7 @@ PATTERNS = {
     "star 4 KB, b=200": (200, 4096),
     "iallreduce 8 B, b=100": (100, 8),
 }
-NNZ, N_FEATURES = 64, 1 << 16
+NNZ, N_FEATURES = 256, 1 << 16
 
 
 @njit(cache=True)
@@ -145,6 +147,52 @@ def run_pattern(comm, name, rows, w, idx):
     return time.perf_counter() - start, computing
 
 
+def same_run_calibration(comm):
+    """One-way ping-pong time (ranks 0 and 1) and Allreduce time (all ranks) at 8 B and 400 KB,
+    measured now, under the load the patterns meet (medians of 5 batches)."""
+    from mpi4py import MPI
+
+    rank, k = comm.Get_rank(), comm.Get_size()
+    out = {}
+    for m, n in ((8, 200), (400_000, 10)):
+        buf = np.zeros(m, dtype=np.uint8)
+        vec = np.zeros(m // 8)
+        red = np.zeros_like(vec)
+        one_way, collective = [], []
+        for _ in range(5):
+            comm.Barrier()
+            start = time.perf_counter()
+            for _ in range(n if k > 1 else 0):
+                if rank == 0:
+                    comm.Send(buf, dest=1, tag=9)
+                    comm.Recv(buf, source=1, tag=9)
+                elif rank == 1:
+                    comm.Recv(buf, source=0, tag=9)
+                    comm.Send(buf, dest=0, tag=9)
+            one_way.append((time.perf_counter() - start) / (2 * n))
+            comm.Barrier()
+            start = time.perf_counter()
+            for _ in range(n):
+                comm.Allreduce(vec, red, op=MPI.SUM)
+            collective.append((time.perf_counter() - start) / n)
+        out[m] = (statistics.median(one_way), statistics.median(collective))
+    return out
+
+
+def same_run_network(k, calib):
+    """A Network through the two sizes of ``same_run_calibration`` (γ and o of the preset)."""
+    from mpisgd import netmodel as nm
+
+    (p8, a8), (p4, a4) = calib["8"], calib["400000"]
+    beta = max((p4 - p8) / (400_000 - 8), 0.0)
+    lg = int(np.log2(k))
+    steps = lg + (0 if 1 << lg == k else 2)  # recursive doubling's exchanges
+    step_beta = max((a4 - a8) / steps / (400_000 - 8), 0.0)
+    shm = nm.network("shm")
+    return nm.Network("same-run", max(p8 - 8 * beta, 0.0), beta, gamma=shm.gamma, o=shm.o,
+                      step_alpha=max(a8 / steps - 8 * step_beta, 0.0), step_beta=step_beta)
+
+
 def worker(rows, repeats, out):
     from mpi4py import MPI
 
@@ -155,6 +203,9 @@ def worker(rows, repeats, out):
     kernel(w, idx, 0, 1000)  # compiled (or loaded from the cache) before any timing
     results = []
     for repeat in range(repeats):
+        calib = same_run_calibration(comm)
+        if comm.Get_rank() == 0:
+            results.append({"calibration": calib, "repeat": repeat})
         for name in PATTERNS:
             wall, computing = run_pattern(comm, name, rows, w, idx)
             walls = comm.gather(wall)
@@ -178,7 +229,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 3])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--out", default="/tmp/validate_netmodel.json")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -192,22 +243,26 @@ def main():
     lines = []
     for k in args.ranks:
         single = launch(1, args.rows, args.repeats, args.out)
-        spr_one = statistics.median(r["compute"][0] for r in single if r["pattern"] == "none") / args.rows
+        spr_one = statistics.median(r["compute"][0] for r in single if r.get("pattern") == "none") / args.rows
         results = launch(k, args.rows, args.repeats, args.out)
+        calibrations = [r["calibration"] for r in results if "calibration" in r]
         for name in PATTERNS:
-            runs = [r for r in results if r["pattern"] == name]
+            runs = [r for r in results if r.get("pattern") == name]
             log = event_log(name, k, args.rows)
             events, groups = log.events, log.groups
             measured = statistics.median(r["wall"] for r in runs)
             in_run = statistics.median(
                 nm.replay(events, k, net, np.array(r["compute"]) / args.rows, groups).wall for r in runs)
             one = nm.replay(events, k, net, spr_one, groups).wall
+            same = statistics.median(
+                nm.replay(events, k, same_run_network(k, c), np.array(r["compute"]) / args.rows, groups).wall
+                for r, c in zip(runs, calibrations))
             lines.append(f"| {k} | {name} | {len(events)} | {measured:.3f} | {in_run:.3f} | {in_run / measured - 1:+.1%} "
-                         f"| {one:.3f} | {one / measured - 1:+.1%} |")
+                         f"| {one:.3f} | {one / measured - 1:+.1%} | {same:.3f} | {same / measured - 1:+.1%} |")
         print(f"-n 1: {spr_one * 1e9:.0f} ns per row")
-    print("\n| K | pattern | events | measured wall (s) | predicted, in-run compute (s) | error "
-          "| predicted, -n 1 compute (s) | error |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("\n| K | pattern | events | measured wall (s) | shm, in-run compute (s) | error "
+          "| shm, -n 1 compute (s) | error | same-run α, β, in-run compute (s) | error |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines))
 
 

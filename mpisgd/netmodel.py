@@ -110,11 +110,11 @@ class Network:
 
 # Fitted on this machine (2 cores, MPICH ch4 shared memory of the venv's mpi4py/mpich wheels),
 # by `.venv/bin/python bench/calibrate_network.py` (it runs `mpiexec -n 2`); see docs/NETWORK.md.
-SHM_ALPHA, SHM_BETA = 1.0e-6, 1.0e-10
+SHM = Network("shm", 3.33e-05, 2.97e-09, gamma=5.19e-11, o=1.14e-06, step_alpha=7.42e-05, step_beta=4.88e-09,
+              source="measured here: bench/calibrate_network.py (docs/NETWORK.md)")
 
 NETWORKS = {
-    "shm": Network("shm", SHM_ALPHA, SHM_BETA,
-                   source="measured here: bench/calibrate_network.py (docs/NETWORK.md)"),
+    "shm": SHM,
     "10gbe": Network("10gbe", 20e-6, 1 / 1.25e9,
                      source="10 GbE, TCP: ~20 µs end-to-end (Hurwitz and Feng 2003), 1.25 GB/s line rate"),
     "ib100": Network("ib100", 1.5e-6, 1 / 12.5e9,
