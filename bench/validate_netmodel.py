@@ -216,6 +216,41 @@ def worker(rows, repeats, out):
         Path(out).write_text(json.dumps(results))
 
 
+def speed():
+    """Replay time of a 10^6-event log at k = 1024, compiled and as plain Python (numba's py_func)."""
+    from mpisgd import netmodel as nm
+
+    k, log, mid = 1024, nm.EventLog(1024), 0
+    coordinator = log.group(range(17))
+    for t in range(250_000):  # static b=8 with 400 KB models; every 10th round a coordinator exchange
+        log.compute(nm.ALL, 8)
+        log.allreduce(400_000)
+        if t % 10 == 0:
+            for src in range(1, 17):
+                log.send(src, 0, 4096, mid)
+                log.wait(0, mid)
+                mid += 1
+            log.ibarrier(t, group=coordinator)
+            log.complete(t, group=coordinator)
+    start = time.perf_counter()
+    events = log.events
+    built = time.perf_counter() - start
+    nm.replay(events[:10], k, "10gbe", 1e-6, log.groups)  # compiled, or loaded from numba's cache
+    start = time.perf_counter()
+    nm.replay(events, k, "10gbe", 1e-6, log.groups)
+    compiled = time.perf_counter() - start
+    part = 20_000
+    kernel, nm._replay = nm._replay, nm._replay.py_func
+    try:
+        start = time.perf_counter()
+        nm.replay(events[:part], k, "10gbe", 1e-6, log.groups)
+        plain = (time.perf_counter() - start) * len(events) / part
+    finally:
+        nm._replay = kernel
+    print(f"{len(events)} events, k = {k}: EventLog.events {built:.2f} s; replay {compiled:.2f} s compiled, "
+          f"{plain:.0f} s as plain Python (from the first {part} events)")
+
+
 def launch(k, rows, repeats, out):
     mpiexec = str(Path(sys.executable).parent / "mpiexec")
     cmd = [mpiexec, "-n", str(k), sys.executable, "-m", "mpi4py", __file__, "--worker", "--rows", str(rows),
@@ -231,10 +266,14 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--out", default="/tmp/validate_netmodel.json")
+    parser.add_argument("--speed", action="store_true", help="time the replay of 10^6 events instead")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args.rows, args.repeats, args.out)
+        return
+    if args.speed:
+        speed()
         return
     from mpisgd import netmodel as nm
 

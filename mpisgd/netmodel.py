@@ -274,10 +274,11 @@ def replay(events, k, network, seconds_per_row, groups=()):
 
 
 def _groups_csr(groups, k):
-    """Groups as (members, starts): group g is members[starts[g]:starts[g + 1]]; the last is all ranks."""
+    """Groups as (members, starts): group g is members[starts[g]:starts[g + 1]], sorted; the last is
+    all ranks."""
     arrays = []
     for g, ranks in enumerate(groups):
-        ranks = np.asarray(ranks, dtype=np.int64).ravel()
+        ranks = np.sort(np.asarray(ranks, dtype=np.int64).ravel())
         if len(ranks) == 0 or ranks.min() < 0 or ranks.max() >= k or len(np.unique(ranks)) != len(ranks):
             raise MpisgdError(f"group {g} must be distinct ranks in [0, {k}), got {ranks.tolist()}")
         arrays.append(ranks)
@@ -320,10 +321,9 @@ def _in_request(r, owner, members, starts):
     """Whether rank r is one of the ranks that started a request (owner: group g ≥ 0, or −2 − rank)."""
     if owner < -1:
         return r == -2 - owner
-    for s in members[starts[owner]:starts[owner + 1]]:
-        if s == r:
-            return True
-    return False
+    ranks = members[starts[owner]:starts[owner + 1]]  # sorted
+    i = np.searchsorted(ranks, r)
+    return i < len(ranks) and ranks[i] == r
 
 
 @njit(cache=True)
