@@ -102,22 +102,30 @@ class Network:
         return self.alpha + nbytes * self.beta
 
     def allreduce(self, k, nbytes):
+        """An Allreduce of ``nbytes`` on k ranks: the cheaper of MPICH's two algorithms."""
         return _allreduce(*self.step, self.gamma, k, nbytes)
 
     def barrier(self, k):
+        """A barrier on k ranks: ⌈log2 k⌉ rounds of one small message."""
         return _barrier(self.step[0], k)
 
 
-# Fitted on this machine (2 cores, MPICH ch4 shared memory of the venv's mpi4py/mpich wheels),
-# by `.venv/bin/python bench/calibrate_network.py` (it runs `mpiexec -n 2`); see docs/NETWORK.md.
-SHM = Network("shm", 3.33e-05, 2.97e-09, gamma=5.19e-11, o=1.14e-06, step_alpha=7.42e-05, step_beta=4.88e-09,
-              source="measured here: bench/calibrate_network.py (docs/NETWORK.md)")
+# This machine's reduction arithmetic, np.add of float64 (s per byte): the median of six runs of
+# bench/calibrate_network.py on 2026-12-03 (2.9e-11 … 5.2e-11). A property of the CPU: every preset uses it.
+GAMMA = 3.5e-11
 
 NETWORKS = {
-    "shm": SHM,
-    "10gbe": Network("10gbe", 20e-6, 1 / 1.25e9,
-                     source="10 GbE, TCP: ~20 µs end-to-end (Hurwitz and Feng 2003), 1.25 GB/s line rate"),
-    "ib100": Network("ib100", 1.5e-6, 1 / 12.5e9,
+    # This machine's shared memory (2 cores, MPICH ch4 of the venv's mpich wheel, through mpi4py), fitted on
+    # 2026-12-03 08:27 UTC by `NUMBA_NUM_THREADS=1 .venv/bin/python bench/calibrate_network.py --repeats 9`
+    # (which runs `.venv/bin/mpiexec -n 2`): the run with the median α of six, the machine loaded by other
+    # agents (load average 8–12 on 2 cores; α ranged over 8–106 µs). docs/NETWORK.md.
+    "shm": Network("shm", 3.37e-05, 2.46e-09, gamma=GAMMA, o=1.16e-06, step_alpha=5.87e-05, step_beta=3.59e-09,
+                   source="measured here, loaded: bench/calibrate_network.py (docs/NETWORK.md)"),
+    # 10 Gigabit Ethernet with TCP: 20 µs end-to-end (Hurwitz and Feng 2003), 10 Gb/s line rate.
+    "10gbe": Network("10gbe", 20e-6, 1 / 1.25e9, gamma=GAMMA,
+                     source="10 GbE, TCP: 20 µs end-to-end (Hurwitz and Feng 2003), 1.25 GB/s line rate"),
+    # 100 Gb/s InfiniBand EDR (4 × 25 Gb/s, ConnectX-4): 1–2 µs MPI latency, 12.5 GB/s.
+    "ib100": Network("ib100", 1.5e-6, 1 / 12.5e9, gamma=GAMMA,
                      source="100 Gb/s InfiniBand EDR: 1–2 µs MPI latency, 12.5 GB/s line rate"),
 }
 
@@ -128,6 +136,9 @@ def network(name):
         return NETWORKS[name]
     except KeyError:
         raise MpisgdError(f"unknown network {name!r}; presets: {', '.join(NETWORKS)}") from None
+
+
+_preset = network  # for replay, whose argument is called network
 
 
 @njit(cache=True)
@@ -247,7 +258,7 @@ def replay(events, k, network, seconds_per_row, groups=()):
     """Apply ``events`` (dtype ``EVENT``) to k rank clocks on ``network`` (a ``Network`` or a preset
     name); ``seconds_per_row``: compute time per row, one number or one per rank. Returns a
     ``Prediction``; bad input raises MpisgdError naming the event."""
-    net = network if isinstance(network, Network) else globals()["network"](network)
+    net = network if isinstance(network, Network) else _preset(network)
     k = int(k)
     if k < 1:
         raise MpisgdError(f"k must be ≥ 1, got {k}")
