@@ -107,8 +107,10 @@ def report(rows, isend):
     net = Network("shm", alpha, beta, gamma=gamma, o=isend, step_alpha=step_alpha, step_beta=step_beta)
     print(f"\nNetwork(\"shm\", {alpha:.3g}, {beta:.3g}, gamma={gamma:.3g}, o={isend:.3g}, "
           f"step_alpha={step_alpha:.3g}, step_beta={step_beta:.3g})")
-    print(f"(β: {1 / beta / 1e9:.2f} GB/s; β_s: {1 / step_beta / 1e9:.2f} GB/s; γ: np.add of float64 at ≥ 32 KiB)\n")
-    print("| bytes | ping-pong one way (µs) | α + m·β (µs) | Allreduce k=2 (µs) | model k=2 (µs) | np.add (µs) |")
+    print(f"(β: {1 / beta / 1e9:.2f} GB/s; β_s: {1 / step_beta / 1e9:.2f} GB/s; "
+          f"γ: np.add of float64 at ≥ 32 KiB)\n")
+    print("| bytes | ping-pong one way (µs) | α + m·β (µs) | Allreduce k=2 (µs) | model k=2 (µs) "
+          "| np.add (µs) |")
     print("|---:|---:|---:|---:|---:|---:|")
     for m, pp, ar, add in rows:
         print(f"| {m} | {pp * 1e6:.2f} | {net.p2p(m) * 1e6:.2f} | {ar * 1e6:.2f} | {net.allreduce(2, m) * 1e6:.2f} "

@@ -20,8 +20,9 @@ compute time per row taken two ways: "in-run", each rank's own timed kernel call
 of the same rows started just before (what a prediction from the simulator has). A last column
 replaces the preset by α, β, α_s, β_s measured in the same launch just before each repeat
 (ping-pong and Allreduce at 8 B and 400 KB), to tell a stale preset from a wrong model on a
-machine whose load changes. Measured wall time: from a Barrier to the last rank's end of the loop. Prints per pattern and K the medians over
-the repeats and the relative error of the median prediction.
+machine whose load changes. Measured wall time: from a Barrier to the last rank's end of the loop.
+Prints per pattern and K the medians over the repeats and the relative error of the median
+prediction.
 """
 
 import argparse
@@ -71,7 +72,7 @@ def event_log(name, k, rows):
     """The pattern's event log, as the worker below runs it."""
     from mpisgd import netmodel as nm
 
-    log = nm.EventLog(k)
+    log = nm.EventLog()
     n_rounds, b, m = rounds_of(name, rows)
     ids = iter(range(1 << 62))
     for t in range(n_rounds):
@@ -220,7 +221,7 @@ def speed():
     """Replay time of a 10^6-event log at k = 1024, compiled and as plain Python (numba's py_func)."""
     from mpisgd import netmodel as nm
 
-    k, log, mid = 1024, nm.EventLog(1024), 0
+    k, log, mid = 1024, nm.EventLog(), 0
     coordinator = log.group(range(17))
     for t in range(250_000):  # static b=8 with 400 KB models; every 10th round a coordinator exchange
         log.compute(nm.ALL, 8)
@@ -296,8 +297,9 @@ def main():
             same = statistics.median(
                 nm.replay(events, k, same_run_network(k, c), np.array(r["compute"]) / args.rows, groups).wall
                 for r, c in zip(runs, calibrations))
-            lines.append(f"| {k} | {name} | {len(events)} | {measured:.3f} | {in_run:.3f} | {in_run / measured - 1:+.1%} "
-                         f"| {one:.3f} | {one / measured - 1:+.1%} | {same:.3f} | {same / measured - 1:+.1%} |")
+            lines.append(f"| {k} | {name} | {len(events)} | {measured:.3f} "
+                         f"| {in_run:.3f} | {in_run / measured - 1:+.1%} | {one:.3f} | {one / measured - 1:+.1%} "
+                         f"| {same:.3f} | {same / measured - 1:+.1%} |")
         print(f"-n 1: {spr_one * 1e9:.0f} ns per row")
     print("\n| K | pattern | events | measured wall (s) | shm, in-run compute (s) | error "
           "| shm, -n 1 compute (s) | error | same-run α, β, in-run compute (s) | error |")

@@ -179,8 +179,7 @@ class EventLog:
     ``rank`` arguments take a rank or ``ALL``; ``group(ranks)`` registers a
     set of ranks for the collectives and returns its index."""
 
-    def __init__(self, k):
-        self.k = int(k)
+    def __init__(self):
         self.groups = []
         self._group_index = {}
         self._rows = []
@@ -192,17 +191,17 @@ class EventLog:
             self.groups.append(np.array(key, dtype=np.int32))
         return self._group_index[key]
 
-    def _add(self, kind, rank=ALL, group=ALL, peer=-1, size=0, id=-1):
-        self._rows.append((kind, rank, group, peer, size, id))
+    def _add(self, kind, rank=ALL, group=ALL, peer=-1, size=0, ident=-1):
+        self._rows.append((kind, rank, group, peer, size, ident))
 
     def compute(self, rank, rows):
         self._add(COMPUTE, rank=rank, size=rows)
 
     def send(self, src, dst, nbytes, msg_id):
-        self._add(SEND, rank=src, peer=dst, size=nbytes, id=msg_id)
+        self._add(SEND, rank=src, peer=dst, size=nbytes, ident=msg_id)
 
     def wait(self, rank, msg_id):
-        self._add(WAIT, rank=rank, id=msg_id)
+        self._add(WAIT, rank=rank, ident=msg_id)
 
     def allreduce(self, nbytes, group=ALL):
         self._add(ALLREDUCE, group=group, size=nbytes)
@@ -211,16 +210,16 @@ class EventLog:
         self._add(BARRIER, group=group)
 
     def iallreduce(self, nbytes, request, group=ALL):
-        self._add(IALLREDUCE, group=group, size=nbytes, id=request)
+        self._add(IALLREDUCE, group=group, size=nbytes, ident=request)
 
     def ibarrier(self, request, group=ALL):
-        self._add(IBARRIER, group=group, id=request)
+        self._add(IBARRIER, group=group, ident=request)
 
     def complete(self, request, rank=ALL, group=ALL):
-        self._add(COMPLETE, rank=rank, group=group, id=request)
+        self._add(COMPLETE, rank=rank, group=group, ident=request)
 
     def mark(self, row):
-        self._add(MARK, id=row)
+        self._add(MARK, ident=row)
 
     @property
     def events(self):
@@ -274,13 +273,14 @@ def replay(events, k, network, seconds_per_row, groups=()):
     req_index, n_req = _dense_ids(events, (IALLREDUCE, IBARRIER, COMPLETE))
     marks = events["id"][events["kind"] == MARK]
     n_marks = int(marks.max()) + 1 if len(marks) else 0
-    clock, compute, idle, mark_times, status, where = _replay(
-        events["kind"], events["rank"], events["group"], events["peer"], events["size"], events["id"], msg_index, req_index,
-        n_msg, n_req, n_marks, members, starts, k, net.alpha, net.beta, net.gamma, net.overhead, *net.step, spr)
+    clock, compute, idle, mark_times, status, where, bad_rank = _replay(
+        events["kind"], events["rank"], events["group"], events["peer"], events["size"], events["id"],
+        msg_index, req_index, n_msg, n_req, n_marks, members, starts, k,
+        net.alpha, net.beta, net.gamma, net.overhead, *net.step, spr)
     if status != _OK:
         e = events[where]
         raise MpisgdError(f"event {where} ({KINDS[e['kind']]}) " +
-                          _MESSAGES[status].format(id=int(e["id"]), rank=int(e["rank"])))
+                          _MESSAGES[status].format(id=int(e["id"]), rank=int(bad_rank)))
     return Prediction(float(clock.max()), clock, compute, clock - compute, idle, mark_times)
 
 
@@ -309,6 +309,7 @@ def _check(events, k, n_groups):
         ((kind == SEND) & ((rank < 0) | (peer < 0) | (peer >= k)),
          f"a send needs a source rank and a destination peer in [0, {k})"),
         (size < 0, "size (rows or bytes) must be ≥ 0"),
+        ((kind == WAIT) & (rank < 0), "a wait names one rank (a message has one recipient)"),
         ((kind == MARK) & (events["id"] < 0), "a mark's id (timeline row) must be ≥ 0"),
     ]
     for bad, what in checks:
@@ -369,7 +370,7 @@ def _replay(kind, rank, group, peer, size, ident, msg_index, req_index, n_msg, n
         elif kd == SEND:
             m = msg_index[e]
             if not np.isnan(arrival[m]):
-                return clock, compute, idle, marks, _SENT_TWICE, e
+                return clock, compute, idle, marks, _SENT_TWICE, e, -1
             src, dst = rank[e], peer[e]
             transfer = size[e] * beta
             depart = max(clock[src], out_free[src])  # after this rank's earlier messages left
@@ -382,10 +383,10 @@ def _replay(kind, rank, group, peer, size, ident, msg_index, req_index, n_msg, n
         elif kd == WAIT:
             m = msg_index[e]
             if np.isnan(arrival[m]):
-                return clock, compute, idle, marks, _NEVER_SENT, e
+                return clock, compute, idle, marks, _NEVER_SENT, e, -1
             for r in who:
                 if recipient[m] != r:
-                    return clock, compute, idle, marks, _NOT_RECIPIENT, e
+                    return clock, compute, idle, marks, _NOT_RECIPIENT, e, r
                 if arrival[m] > clock[r]:
                     idle[r] += arrival[m] - clock[r]
                     clock[r] = arrival[m]
@@ -404,22 +405,22 @@ def _replay(kind, rank, group, peer, size, ident, msg_index, req_index, n_msg, n
             else:
                 q = req_index[e]
                 if not np.isnan(done[q]):
-                    return clock, compute, idle, marks, _STARTED_TWICE, e
+                    return clock, compute, idle, marks, _STARTED_TWICE, e, -1
                 done[q] = latest + cost
                 owner[q] = here
         elif kd == COMPLETE:
             q = req_index[e]
             if np.isnan(done[q]):
-                return clock, compute, idle, marks, _NEVER_STARTED, e
+                return clock, compute, idle, marks, _NEVER_STARTED, e, -1
             for r in who:
                 if not _in_request(r, owner[q], members, starts):
-                    return clock, compute, idle, marks, _NOT_MEMBER, e
+                    return clock, compute, idle, marks, _NOT_MEMBER, e, r
                 if done[q] > clock[r]:
                     idle[r] += done[q] - clock[r]
                     clock[r] = done[q]
         elif kd == MARK:
             marks[ident[e]] = clock.max()
-    return clock, compute, idle, marks, _OK, -1
+    return clock, compute, idle, marks, _OK, -1, -1
 
 
 def time_to_error(marks, rounds, errors, learners, target):

@@ -82,7 +82,7 @@ def naive_replay(events, k, net, spr, groups=()):
 def random_log(rng, k, n_events, groups):
     """A causal random log: every wait after its send, at its recipient; every completion after its
     start, by a starter."""
-    log = nm.EventLog(k)
+    log = nm.EventLog()
     ids = [log.group(g) for g in groups]  # equal groups share an index
     pending, requests, next_id, row = [], [], 0, 0
     for _ in range(n_events):
@@ -147,7 +147,7 @@ def test_replay_equals_naive_twin_on_random_logs(seed):
 
 
 def test_ping_pong_two_ranks():
-    log = nm.EventLog(2)
+    log = nm.EventLog()
     log.compute(0, 10)  # rank 0 at 10 µs
     log.send(0, 1, 1000, 1)  # arrives 10 + 1 + 1 = 12 µs; rank 0 pays o = α: 11 µs
     log.wait(1, 1)  # rank 1 idle 0 → 12
@@ -161,7 +161,7 @@ def test_ping_pong_two_ranks():
 
 
 def test_collective_on_five_ranks_waits_for_the_late_one():
-    log = nm.EventLog(5)
+    log = nm.EventLog()
     for r in range(4):
         log.compute(r, 10)
     log.compute(4, 50)  # the late rank
@@ -174,7 +174,7 @@ def test_collective_on_five_ranks_waits_for_the_late_one():
 
 
 def test_collective_on_a_group_leaves_the_others_alone():
-    log = nm.EventLog(4)
+    log = nm.EventLog()
     log.compute(nm.ALL, 10)
     log.compute(3, 5)
     g = log.group([1, 3])
@@ -184,7 +184,7 @@ def test_collective_on_a_group_leaves_the_others_alone():
 
 
 def test_nonblocking_collective_hidden_behind_compute():
-    log = nm.EventLog(2)
+    log = nm.EventLog()
     log.compute(nm.ALL, 10)
     log.iallreduce(1000, request=7)  # done at 10 + (1 + 1) = 12 µs
     log.compute(nm.ALL, 100)
@@ -195,7 +195,7 @@ def test_nonblocking_collective_hidden_behind_compute():
 
 
 def test_nonblocking_collective_not_hidden_costs_the_rest():
-    log = nm.EventLog(2)
+    log = nm.EventLog()
     log.compute(nm.ALL, 10)
     log.compute(1, 5)  # rank 1 starts late: done at 15 + 2 = 17 µs
     log.iallreduce(1000, request=7)
@@ -207,7 +207,7 @@ def test_nonblocking_collective_not_hidden_costs_the_rest():
 
 
 def test_sends_into_one_rank_share_its_link():
-    log = nm.EventLog(3)
+    log = nm.EventLog()
     log.send(0, 2, 10**4, 1)  # arrives α + 10 µs = 11 µs
     log.send(1, 2, 10**4, 2)  # its bytes after the first's: 21 µs
     log.wait(2, 1)
@@ -217,7 +217,7 @@ def test_sends_into_one_rank_share_its_link():
 
 
 def test_sends_from_one_rank_share_its_link():
-    log = nm.EventLog(3)
+    log = nm.EventLog()
     log.send(0, 1, 10**4, 1)  # leaves at 0, arrives 11 µs
     log.send(0, 2, 10**4, 2)  # leaves at 10 µs (the first one's bytes), arrives 21 µs
     log.wait(1, 1)
@@ -273,7 +273,7 @@ def test_barrier_and_small_messages():
 
 
 def test_marks_and_time_to_error():
-    log = nm.EventLog(2)
+    log = nm.EventLog()
     for row in range(4):
         log.compute(nm.ALL, 10)
         log.allreduce(8)
@@ -308,7 +308,7 @@ def test_more_bytes_never_faster(seed):
 
 def test_no_communication_is_the_longest_compute():
     rng = np.random.default_rng(3)
-    log = nm.EventLog(4)
+    log = nm.EventLog()
     rows = np.zeros(4)
     for _ in range(50):
         r, n = int(rng.integers(4)), int(rng.integers(100))
@@ -348,18 +348,18 @@ def test_negative_or_nan_parameters(field, value):
 
 
 def test_rank_out_of_range():
-    log = nm.EventLog(2)
+    log = nm.EventLog()
     log.compute(2, 10)
     with pytest.raises(MpisgdError, match=r"event 0 \(compute\).*rank must be in \[0, 2\)"):
         nm.replay(log.events, 2, NET, SPR)
-    log = nm.EventLog(2)
+    log = nm.EventLog()
     log.send(0, 5, 10, 1)
     with pytest.raises(MpisgdError, match="destination peer"):
         nm.replay(log.events, 2, NET, SPR)
 
 
 def test_wait_for_a_message_never_sent():
-    log = nm.EventLog(2)
+    log = nm.EventLog()
     log.send(0, 1, 10, 1)
     log.wait(1, 2)
     with pytest.raises(MpisgdError, match=r"event 1 \(wait\) waits for message 2, which was not sent"):
@@ -367,7 +367,7 @@ def test_wait_for_a_message_never_sent():
 
 
 def test_wait_before_its_send():
-    log = nm.EventLog(2)
+    log = nm.EventLog()
     log.wait(1, 1)
     log.send(0, 1, 10, 1)
     with pytest.raises(MpisgdError, match="event 0 .*not sent before it"):
@@ -375,27 +375,40 @@ def test_wait_before_its_send():
 
 
 def test_wait_at_the_wrong_rank_and_sent_twice():
-    log = nm.EventLog(3)
+    log = nm.EventLog()
     log.send(0, 1, 10, 1)
     log.wait(2, 1)
     with pytest.raises(MpisgdError, match="at rank 2 for message 1, which was sent to another rank"):
         nm.replay(log.events, 3, NET, SPR)
-    log = nm.EventLog(3)
+    log = nm.EventLog()
     log.send(0, 1, 10, 1)
     log.send(0, 2, 10, 1)
     with pytest.raises(MpisgdError, match="sends message 1 a second time"):
         nm.replay(log.events, 3, NET, SPR)
 
 
+def test_a_wait_names_one_rank():
+    log = nm.EventLog()
+    log.send(0, 1, 10, 1)
+    log.wait(nm.ALL, 1)
+    with pytest.raises(MpisgdError, match=r"event 1 \(wait\): a wait names one rank"):
+        nm.replay(log.events, 2, NET, SPR)
+
+
 def test_requests_never_started_or_completed_by_an_outsider():
-    log = nm.EventLog(3)
+    log = nm.EventLog()
     log.complete(4)
     with pytest.raises(MpisgdError, match="completes request 4, which was not started"):
         nm.replay(log.events, 3, NET, SPR)
-    log = nm.EventLog(3)
+    log = nm.EventLog()
     g = log.group([0, 1])
     log.ibarrier(4, group=g)
     log.complete(4, rank=2)
+    with pytest.raises(MpisgdError, match="at rank 2, which did not start it"):
+        nm.replay(log.events, 3, NET, SPR, log.groups)
+    log = nm.EventLog()
+    log.ibarrier(4, group=log.group([0, 1]))
+    log.complete(4, group=log.group([1, 2]))
     with pytest.raises(MpisgdError, match="at rank 2, which did not start it"):
         nm.replay(log.events, 3, NET, SPR, log.groups)
 
@@ -403,7 +416,7 @@ def test_requests_never_started_or_completed_by_an_outsider():
 def test_bad_groups_dtype_and_parameters():
     with pytest.raises(MpisgdError, match="group 0 must be distinct ranks"):
         nm.replay(np.zeros(0, nm.EVENT), 2, NET, SPR, groups=[[0, 0]])
-    log = nm.EventLog(2)
+    log = nm.EventLog()
     log.barrier(group=3)
     with pytest.raises(MpisgdError, match="group must be in"):
         nm.replay(log.events, 2, NET, SPR)
@@ -413,7 +426,7 @@ def test_bad_groups_dtype_and_parameters():
         nm.replay(np.zeros(0, nm.EVENT), 2, NET, -1.0)
     with pytest.raises(MpisgdError, match="k must be"):
         nm.replay(np.zeros(0, nm.EVENT), 0, NET, SPR)
-    log = nm.EventLog(2)
+    log = nm.EventLog()
     log.send(0, 1, -5, 1)
     with pytest.raises(MpisgdError, match="size"):
         nm.replay(log.events, 2, NET, SPR)
