@@ -34,9 +34,9 @@ log in order. An event log is a NumPy structured array of dtype ``EVENT``:
 
     COMPUTE     each rank: clock += rows·seconds_per_row[rank]
     SEND        rank → peer, non-blocking: the sender pays o; the message
-                leaves when the sender's link is free and arrives α + m·β
-                later, or m·β after the previous message into peer
-    WAIT        each rank blocks until message ``id`` (sent to it) arrived
+                leaves when the sender's link is free and arrives α + m·β later
+    WAIT        the rank blocks until message ``id`` (sent to it) arrived, and
+                its bytes came in after those it received before (m·β each)
     ALLREDUCE,  blocking: every member's clock becomes max(members' clocks)
     BARRIER     + the collective's cost on len(members) ranks
     IALLREDUCE, nonblocking start: request ``id`` completes at
@@ -46,7 +46,7 @@ log in order. An event log is a NumPy structured array of dtype ``EVENT``:
 
 The log must be causal (a message sent before it is waited for, a request
 started before it is completed), as a log written in the order a program
-runs is. ``EventLog`` builds one call by call; a caller that writes the
+runs is; every causal order of the same ranks' events gives the same clocks. ``EventLog`` builds one call by call; a caller that writes the
 array itself gets the same checks. ``time_to_error`` reads the MARK times
 against the run's timeline.
 """
@@ -345,8 +345,9 @@ def _replay(kind, rank, group, peer, size, ident, msg_index, req_index, n_msg, n
     compute = np.zeros(k)
     idle = np.zeros(k)
     out_free = np.zeros(k)  # when each rank's link can start its next outgoing message
-    in_free = np.zeros(k)  # when the last message into each rank finished arriving
+    in_free = np.zeros(k)  # when the last message each rank received finished coming in
     arrival = np.full(n_msg, np.nan)
+    transfer = np.zeros(n_msg)
     recipient = np.full(n_msg, -1, dtype=np.int64)
     done = np.full(n_req, np.nan)
     owner = np.full(n_req, -1, dtype=np.int64)
@@ -371,14 +372,12 @@ def _replay(kind, rank, group, peer, size, ident, msg_index, req_index, n_msg, n
             m = msg_index[e]
             if not np.isnan(arrival[m]):
                 return clock, compute, idle, marks, _SENT_TWICE, e, -1
-            src, dst = rank[e], peer[e]
-            transfer = size[e] * beta
+            src = rank[e]
+            transfer[m] = size[e] * beta
             depart = max(clock[src], out_free[src])  # after this rank's earlier messages left
-            out_free[src] = depart + transfer
-            # latency α plus the bytes, and not before the earlier messages into dst are in
-            arrival[m] = max(depart + alpha + transfer, in_free[dst] + transfer)
-            in_free[dst] = arrival[m]
-            recipient[m] = dst
+            out_free[src] = depart + transfer[m]
+            arrival[m] = depart + alpha + transfer[m]
+            recipient[m] = peer[e]
             clock[src] += o
         elif kd == WAIT:
             m = msg_index[e]
@@ -387,9 +386,12 @@ def _replay(kind, rank, group, peer, size, ident, msg_index, req_index, n_msg, n
             for r in who:
                 if recipient[m] != r:
                     return clock, compute, idle, marks, _NOT_RECIPIENT, e, r
-                if arrival[m] > clock[r]:
-                    idle[r] += arrival[m] - clock[r]
-                    clock[r] = arrival[m]
+                # its bytes come in after those of the messages r received before it
+                ready = max(arrival[m], in_free[r] + transfer[m])
+                in_free[r] = ready
+                if ready > clock[r]:
+                    idle[r] += ready - clock[r]
+                    clock[r] = ready
         elif kd == ALLREDUCE or kd == BARRIER or kd == IALLREDUCE or kd == IBARRIER:
             latest = 0.0  # the collective starts when its last member calls it
             for r in who:
@@ -437,3 +439,64 @@ def time_to_error(marks, rounds, errors, learners, target):
         raise MpisgdError("learners and every timeline row's rounds must be ≥ 1")
     reached = np.flatnonzero(errors / (rounds * learners) <= target)
     return float(marks[reached[0]]) if len(reached) else math.inf
+
+
+def merge_rank_logs(logs, groups=()):
+    """One causal event log from per-rank logs, as an MPI run records them: ``logs[r]`` holds rank
+    r's events in the order it made them (dtype ``EVENT``); a collective appears in the log of each
+    of its members (rank −1 and its group), the n-th on a group at every member being the same
+    call, and is kept once. The ranks advance in turn as far as they can: a wait only after its
+    send, a completion after its start, a collective once all its members reached it. Raises
+    MpisgdError on a log that would deadlock."""
+    k = len(logs)
+    collective = (ALLREDUCE, BARRIER, IALLREDUCE, IBARRIER)
+    members, starts = _groups_csr(groups, k)
+    logs = [np.asarray(log) for log in logs]
+    for r, log in enumerate(logs):
+        if log.dtype != EVENT:
+            raise MpisgdError(f"log of rank {r} must have dtype netmodel.EVENT, got {log.dtype}")
+        _check(log, k, len(starts) - 1)
+        is_collective = np.isin(log["kind"], collective)
+        bad = np.flatnonzero(np.where(is_collective, log["rank"] != -1,
+                                      (log["kind"] != MARK) & (log["rank"] != r)))
+        if len(bad):
+            raise MpisgdError(f"log of rank {r}, event {int(bad[0])} ({KINDS[log['kind'][bad[0]]]}): a rank's "
+                              f"events name that rank, its collectives rank −1 and their group")
+    out, pos = [], [0] * k
+    sent, started = set(), set()
+    calls = {}  # (rank, group) → collectives on that group the rank has made
+    arrived = {}  # (group, n) → ranks waiting in that collective
+    while True:
+        moved = False
+        for r in range(k):
+            log = logs[r]
+            while pos[r] < len(log):
+                e = log[pos[r]]
+                kind, ident = int(e["kind"]), int(e["id"])
+                if (kind == WAIT and ident not in sent) or (kind == COMPLETE and ident not in started):
+                    break
+                if kind in collective:
+                    g = len(starts) - 2 if e["group"] < 0 else int(e["group"])
+                    key = (g, calls.get((r, g), 0))
+                    waiting = arrived.setdefault(key, set())
+                    waiting.add(r)
+                    if len(waiting) < starts[g + 1] - starts[g]:
+                        break
+                    for s in members[starts[g]:starts[g + 1]]:  # the call completes at every member
+                        calls[(s, g)] = key[1] + 1
+                        pos[s] += 1
+                    del arrived[key]
+                    if kind in (IALLREDUCE, IBARRIER):
+                        started.add(ident)
+                else:
+                    if kind == SEND:
+                        sent.add(ident)
+                    pos[r] += 1
+                out.append(e)
+                moved = True
+        if all(pos[r] == len(logs[r]) for r in range(k)):
+            return np.array(out, dtype=EVENT)
+        if not moved:
+            stuck = {r: f"{KINDS[logs[r][pos[r]]['kind']]} {int(logs[r][pos[r]]['id'])} (event {pos[r]})"
+                     for r in range(k) if pos[r] < len(logs[r])}
+            raise MpisgdError(f"the rank logs deadlock: every unfinished rank waits: {stuck}")

@@ -36,7 +36,7 @@ def naive_replay(events, k, net, spr, groups=()):
     spr = [spr] * k if np.ndim(spr) == 0 else list(spr)
     clock, compute, idle = [0.0] * k, [0.0] * k, [0.0] * k
     out_free, in_free = [0.0] * k, [0.0] * k
-    arrival, to, done, starters, marks = {}, {}, {}, {}, {}
+    arrival, to, nbytes, done, starters, marks = {}, {}, {}, {}, {}, {}
 
     def cost(kind, n, m):
         a, b, c = net.step[0], net.step[1], net.gamma
@@ -56,16 +56,21 @@ def naive_replay(events, k, net, spr, groups=()):
         elif kind == nm.SEND:
             depart = max(clock[rank], out_free[rank])
             out_free[rank] = depart + size * net.beta
-            arrival[ident] = max(depart + net.alpha + size * net.beta, in_free[peer] + size * net.beta)
-            in_free[peer] = arrival[ident]
+            arrival[ident] = depart + net.alpha + size * net.beta
             to[ident] = peer
+            nbytes[ident] = size
             clock[rank] += net.overhead
-        elif kind in (nm.WAIT, nm.COMPLETE):
-            ready = arrival[ident] if kind == nm.WAIT else done[ident]
+        elif kind == nm.WAIT:
+            assert to[ident] == rank
+            ready = max(arrival[ident], in_free[rank] + nbytes[ident] * net.beta)
+            in_free[rank] = ready
+            idle[rank] += max(0.0, ready - clock[rank])
+            clock[rank] = max(clock[rank], ready)
+        elif kind == nm.COMPLETE:
             for r in ranks:
-                assert (to[ident] == r) if kind == nm.WAIT else (r in starters[ident])
-                idle[r] += max(0.0, ready - clock[r])
-                clock[r] = max(clock[r], ready)
+                assert r in starters[ident]
+                idle[r] += max(0.0, done[ident] - clock[r])
+                clock[r] = max(clock[r], done[ident])
         elif kind in (nm.ALLREDUCE, nm.BARRIER):
             latest = max(clock[r] for r in ranks)
             for r in ranks:
@@ -208,12 +213,13 @@ def test_nonblocking_collective_not_hidden_costs_the_rest():
 
 def test_sends_into_one_rank_share_its_link():
     log = nm.EventLog()
-    log.send(0, 2, 10**4, 1)  # arrives α + 10 µs = 11 µs
-    log.send(1, 2, 10**4, 2)  # its bytes after the first's: 21 µs
-    log.wait(2, 1)
-    log.wait(2, 2)
+    log.send(1, 2, 10**4, 2)
+    log.send(0, 2, 10**4, 1)
+    log.wait(2, 1)  # arrives α + 10 µs = 11 µs
+    log.wait(2, 2)  # its bytes after the first's: 21 µs
     p = nm.replay(log.events, 3, NET, SPR)
     assert p.clock[2] == pytest.approx(21e-6)
+    assert p.idle[2] == pytest.approx(21e-6)
 
 
 def test_sends_from_one_rank_share_its_link():
@@ -437,3 +443,67 @@ def test_time_to_error_bad_input():
         nm.time_to_error([1.0], [10, 20], [1, 2], 2, 0.1)
     with pytest.raises(MpisgdError, match="timeline row 1 has no MARK"):
         nm.time_to_error([1.0, math.nan], [10, 20], [1, 2], 2, 0.1)
+
+
+# ---------------------------------------------------------------- per-rank logs of an MPI run
+
+
+def split_by_rank(events, k, groups):
+    """Each rank's view of a global log: its own events, and every collective it takes part in."""
+    logs = [[] for _ in range(k)]
+    for e in events.tolist():
+        kind, rank, group, peer, size, ident = e
+        ranks = [rank] if rank >= 0 else (list(range(k)) if group < 0 else [int(r) for r in groups[group]])
+        if kind in (nm.ALLREDUCE, nm.BARRIER, nm.IALLREDUCE, nm.IBARRIER):
+            for r in ranks:
+                logs[r].append(e)
+        elif kind != nm.MARK:
+            for r in ranks:
+                logs[r].append((kind, r, nm.ALL, peer, size, ident))
+    return [np.array(log, dtype=nm.EVENT) for log in logs]
+
+
+def test_merge_two_rank_logs_of_a_ping_pong():
+    a, b = nm.EventLog(), nm.EventLog()
+    a.compute(0, 10), a.send(0, 1, 1000, 1), a.wait(0, 2), a.allreduce(8)
+    b.wait(1, 1), b.compute(1, 3), b.send(1, 0, 1000, 2), b.allreduce(8)
+    merged = nm.merge_rank_logs([a.events, b.events])
+    expected = nm.EventLog()
+    expected.compute(0, 10), expected.send(0, 1, 1000, 1), expected.wait(1, 1), expected.compute(1, 3)
+    expected.send(1, 0, 1000, 2), expected.wait(0, 2), expected.allreduce(8)
+    assert merged.tolist() == expected.events.tolist()
+    p = nm.replay(merged, 2, NET, SPR)
+    np.testing.assert_allclose(p.clock, [12e-6 + 3e-6 + 2e-6 + NET.allreduce(2, 8)] * 2)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_merged_rank_logs_replay_like_the_global_log(seed):
+    rng = np.random.default_rng(200 + seed)
+    k = 4
+    log = random_log(rng, k, 300, [[0, 1], [1, 2, 3]])
+    events = log.events
+    events = events[events["kind"] != nm.MARK]
+    merged = nm.merge_rank_logs(split_by_rank(events, k, log.groups), log.groups)
+    # the same events, each rank's in its order; collectives once
+    assert split_by_rank(merged, k, log.groups)[2].tolist() == split_by_rank(events, k, log.groups)[2].tolist()
+    assert np.sum(np.isin(merged["kind"], [nm.ALLREDUCE, nm.BARRIER, nm.IALLREDUCE, nm.IBARRIER])) == \
+        np.sum(np.isin(events["kind"], [nm.ALLREDUCE, nm.BARRIER, nm.IALLREDUCE, nm.IBARRIER]))
+    # any causal order of the same ranks' events gives the same clocks
+    np.testing.assert_allclose(nm.replay(merged, k, NET, SPR, log.groups).clock,
+                               nm.replay(events, k, NET, SPR, log.groups).clock, rtol=1e-12)
+
+
+def test_merge_deadlock_and_bad_rank_logs():
+    a, b = nm.EventLog(), nm.EventLog()
+    a.wait(0, 2), a.send(0, 1, 8, 1)
+    b.wait(1, 1), b.send(1, 0, 8, 2)
+    with pytest.raises(MpisgdError, match=r"deadlock.*0: 'wait 2 \(event 0\)'.*1: 'wait 1 \(event 0\)'"):
+        nm.merge_rank_logs([a.events, b.events])
+    a, b = nm.EventLog(), nm.EventLog()
+    a.barrier()
+    with pytest.raises(MpisgdError, match="deadlock.*barrier"):
+        nm.merge_rank_logs([a.events, b.events])
+    a = nm.EventLog()
+    a.compute(1, 5)
+    with pytest.raises(MpisgdError, match="log of rank 0, event 0 \\(compute\\)"):
+        nm.merge_rank_logs([a.events, nm.EventLog().events])
