@@ -46,9 +46,11 @@ log in order. An event log is a NumPy structured array of dtype ``EVENT``:
 
 The log must be causal (a message sent before it is waited for, a request
 started before it is completed), as a log written in the order a program
-runs is; every causal order of the same ranks' events gives the same clocks. ``EventLog`` builds one call by call; a caller that writes the
-array itself gets the same checks. ``time_to_error`` reads the MARK times
-against the run's timeline.
+runs is; every causal order of the same ranks' events gives the same clocks.
+``EventLog`` builds one call by call (a caller that writes the array itself
+gets the same checks); ``merge_rank_logs`` makes one from the per-rank logs
+an MPI run records. ``time_to_error`` reads the MARK times against the run's
+timeline.
 """
 
 import math
