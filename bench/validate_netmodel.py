@@ -14,8 +14,10 @@ numba kernel on every rank, in rounds of b rows, each round followed by its comm
     iallreduce  an Iallreduce of m bytes started after round t's rows and completed after
                 round t + 1's (hidden behind b rows of compute)
 
-The same rounds give the event log (``netmodel.EventLog``), replayed on the "shm" preset with the
-compute time per row taken two ways: "in-run", each rank's own timed kernel calls in that run
+The same rounds give the event log (``netmodel.EventLog``); every rank also records its own events
+in the first repeat, and ``netmodel.merge_rank_logs`` of those must replay like it (column
+"recorded = pattern log"). The log is replayed on the "shm" preset with the compute time per row
+taken two ways: "in-run", each rank's own timed kernel calls in that run
 (checks the communication part of the model); "-n 1", the kernel's time per row in a one-rank run
 of the same rows started just before (what a prediction from the simulator has). A last column
 replaces the preset by α, β, α_s, β_s measured in the same launch just before each repeat
@@ -106,9 +108,12 @@ def event_log(name, k, rows):
     return log
 
 
-def run_pattern(comm, name, rows, w, idx):
-    """Run one pattern on this rank; returns (wall seconds, compute seconds)."""
+def run_pattern(comm, name, rows, w, idx, rec):
+    """Run one pattern on this rank, recording its events in ``rec`` (an EventLog, or None);
+    returns (wall seconds, compute seconds)."""
     from mpi4py import MPI
+
+    from mpisgd import netmodel as nm
 
     rank, k = comm.Get_rank(), comm.Get_size()
     n_rounds, b, m = rounds_of(name, rows)
@@ -119,32 +124,53 @@ def run_pattern(comm, name, rows, w, idx):
     replies = [np.zeros_like(send) for _ in range(k)]
     pending = None
     computing = 0.0
+    record = rec is not None
     comm.Barrier()
     start = time.perf_counter()
     for t in range(n_rounds):
         c0 = time.perf_counter()
         kernel(w, idx, t * b, b)
         computing += time.perf_counter() - c0
+        if record:
+            rec.compute(rank, b)
         if kind == "allreduce":
             comm.Allreduce(send, recv, op=MPI.SUM)
-        elif kind == "ring":
+            if record:
+                rec.allreduce(m)
+        elif kind == "ring":  # message ids: (round, sender)
             request = comm.Isend(send, dest=(rank + 1) % k, tag=1)
             comm.Recv(recv, source=(rank - 1) % k, tag=1)
             request.Wait()
-        elif kind == "star":
+            if record:
+                rec.send(rank, (rank + 1) % k, m, t * k + rank)
+                rec.wait(rank, t * k + (rank - 1) % k)
+        elif kind == "star":  # message ids: (round, learner, up or down)
             if rank == 0:
                 for src in range(1, k):
                     comm.Recv(replies[src], source=src, tag=2)
+                    if record:
+                        rec.wait(0, 2 * (t * k + src))
                 MPI.Request.Waitall([comm.Isend(replies[dst], dest=dst, tag=3) for dst in range(1, k)])
+                for dst in range(1, k) if record else ():
+                    rec.send(0, dst, m, 2 * (t * k + dst) + 1)
             else:
                 comm.Send(send, dest=0, tag=2)
                 comm.Recv(recv, source=0, tag=3)
+                if record:
+                    rec.send(rank, 0, m, 2 * (t * k + rank))
+                    rec.wait(rank, 2 * (t * k + rank) + 1)
         elif kind == "iallreduce":
             if pending is not None:
                 pending.Wait()
+                if record:
+                    rec.complete(t - 1, rank=rank)
             pending = comm.Iallreduce(send, recv, op=MPI.SUM)
+            if record:
+                rec.iallreduce(m, t, group=nm.ALL)
     if pending is not None:
         pending.Wait()
+        if record:
+            rec.complete(n_rounds - 1, rank=rank)
     return time.perf_counter() - start, computing
 
 
@@ -197,6 +223,8 @@ def same_run_network(k, calib):
 def worker(rows, repeats, out):
     from mpi4py import MPI
 
+    from mpisgd import netmodel as nm
+
     comm = MPI.COMM_WORLD
     rng = np.random.default_rng(comm.Get_rank())
     idx = rng.integers(0, N_FEATURES, size=1 << 20).astype(np.int64)
@@ -208,11 +236,14 @@ def worker(rows, repeats, out):
         if comm.Get_rank() == 0:
             results.append({"calibration": calib, "repeat": repeat})
         for name in PATTERNS:
-            wall, computing = run_pattern(comm, name, rows, w, idx)
+            rec = nm.EventLog() if repeat == 0 else None
+            wall, computing = run_pattern(comm, name, rows, w, idx, rec)
             walls = comm.gather(wall)
             computes = comm.gather(computing)
+            logs = comm.gather(rec.events.tolist() if rec is not None else None)
             if comm.Get_rank() == 0:
-                results.append({"pattern": name, "repeat": repeat, "wall": max(walls), "compute": computes})
+                results.append({"pattern": name, "repeat": repeat, "wall": max(walls), "compute": computes,
+                                "logs": logs})
     if comm.Get_rank() == 0:
         Path(out).write_text(json.dumps(results))
 
@@ -290,6 +321,9 @@ def main():
             runs = [r for r in results if r.get("pattern") == name]
             log = event_log(name, k, args.rows)
             events, groups = log.events, log.groups
+            recorded = nm.merge_rank_logs([np.array([tuple(e) for e in rank_log], dtype=nm.EVENT)
+                                           for rank_log in runs[0]["logs"]])
+            same_log = nm.replay(recorded, k, net, spr_one).wall == nm.replay(events, k, net, spr_one, groups).wall
             measured = statistics.median(r["wall"] for r in runs)
             in_run = statistics.median(
                 nm.replay(events, k, net, np.array(r["compute"]) / args.rows, groups).wall for r in runs)
@@ -297,13 +331,13 @@ def main():
             same = statistics.median(
                 nm.replay(events, k, same_run_network(k, c), np.array(r["compute"]) / args.rows, groups).wall
                 for r, c in zip(runs, calibrations))
-            lines.append(f"| {k} | {name} | {len(events)} | {measured:.3f} "
+            lines.append(f"| {k} | {name} | {len(events)} | {'yes' if same_log else 'NO'} | {measured:.3f} "
                          f"| {in_run:.3f} | {in_run / measured - 1:+.1%} | {one:.3f} | {one / measured - 1:+.1%} "
                          f"| {same:.3f} | {same / measured - 1:+.1%} |")
         print(f"-n 1: {spr_one * 1e9:.0f} ns per row")
-    print("\n| K | pattern | events | measured wall (s) | shm, in-run compute (s) | error "
-          "| shm, -n 1 compute (s) | error | same-run α, β, in-run compute (s) | error |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| K | pattern | events | recorded = pattern log | measured wall (s) | shm, in-run compute (s) "
+          "| error | shm, -n 1 compute (s) | error | same-run α, β, in-run compute (s) | error |")
+    print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines))
 
 
