@@ -31,6 +31,8 @@ Also: the phase breakdown (messages by cause, errors and rounds, in the
 adaptive check period (``max_period``).
 """
 
+import time
+
 import numpy as np
 
 from mpisgd import wire
@@ -61,9 +63,12 @@ class SimTransport:
 
     coordinating = True  # every learner is here: the coordinator's requests are carried out directly
 
-    def __init__(self, learners, ranks=None, mode="async"):
+    def __init__(self, learners, ranks=None, mode="async", log=None):
         self.L = learners
         self.mode = mode  # whose messages to count: ``train --mode sync`` or the default mode
+        self.log = log  # a ``netmodel.EventLog`` to write every message into, or None
+        self._ids = 0  # message and request ids of the log
+        self._deferred = None  # ids of violation messages rank 0 receives when the check settles
         k, c = (learners.k if ranks is None else int(ranks)), len(wire.CATEGORIES)  # central: k ranks, 1 learner
         self._sent_bytes = np.zeros((k, c), np.int64)
         self._recv_bytes = np.zeros((k, c), np.int64)
@@ -81,13 +86,29 @@ class SimTransport:
         """One message from each of ``ranks`` (distinct, not 0) to rank 0, of
         nbytes bytes (a scalar or one per rank)."""
         self._p2p(self._sent_bytes, self._sent_msgs, self._recv_bytes, self._recv_msgs, ranks, category, nbytes)
+        self._log_messages(ranks, nbytes, up=True)
 
     def down(self, ranks, category, nbytes):
         """One message from rank 0 to each of ``ranks`` (distinct, not 0)."""
         self._p2p(self._recv_bytes, self._recv_msgs, self._sent_bytes, self._sent_msgs, ranks, category, nbytes)
+        self._log_messages(ranks, nbytes, up=False)
+
+    def _log_messages(self, ranks, nbytes, up):
+        """Into the log: each message, and its receiver waiting for it (rank 0
+        waits for violations only when their check settles)."""
+        if self.log is None:
+            return
+        for r, m in zip(np.asarray(ranks).tolist(), np.broadcast_to(nbytes, np.shape(ranks)).tolist()):
+            self._ids += 1
+            self.log.send(r if up else 0, 0 if up else r, m, self._ids)
+            if up and self._deferred is not None:
+                self._deferred.append(self._ids)
+            else:
+                self.log.wait(0 if up else r, self._ids)
 
     def down_to_all(self, category, nbytes):
         """One message of nbytes from rank 0 to every other rank (a command)."""
+        self._log_messages(np.arange(1, len(self._sent_bytes)), nbytes, up=False)
         c, m = CAT[category], len(self._sent_bytes) - 1
         self._recv_bytes[1:, c] += nbytes
         self._recv_msgs[1:, c] += 1
@@ -110,6 +131,12 @@ class SimTransport:
 
     def allreduce(self, category, nbytes, count=1):
         """count Allreduces: every rank sends and receives nbytes in each."""
+        if self.log is not None:
+            for _ in range(count):
+                self.log.allreduce(nbytes)
+        self._count_allreduce(category, nbytes, count)
+
+    def _count_allreduce(self, category, nbytes, count=1):
         c = CAT[category]
         self._every_bytes[c] += count * nbytes
         self._every_msgs[c] += count
@@ -140,21 +167,33 @@ class SimTransport:
         violators = np.flatnonzero(self.L.distances() > delta)
         models, nnz = self.L.models_and_nnz(violators)
         away = violators != 0  # rank 0's own violation is local
+        self._deferred = []
         self.up(violators[away], "violation", self.message_nbytes(nnz[away]))
+        messages, self._deferred = self._deferred, None
+        request = None
         if self.mode == "sync":
-            self.allreduce("control", 8)  # the count of violators
+            self._count_allreduce("control", 8)  # the nonblocking count of violators
+            if self.log is not None:
+                self._ids += 1
+                request = self._ids
+                self.log.iallreduce(8, request)
         self.sent = dict(zip(violators.tolist(), models))
         self.last_count = len(violators)
-        return violators, models
+        return violators, models, messages, request
 
     def quiet_checks(self, count):
         """The messages of ``count`` checks that found no violator: in sync
         mode one control Allreduce each, in the default mode none."""
         if self.mode == "sync" and count:
-            self.allreduce("control", 8, count)
+            self._count_allreduce("control", 8, count)
 
     def end_check(self, handle):
-        violators, models = handle
+        violators, models, messages, request = handle
+        if self.log is not None:
+            if request is not None:
+                self.log.complete(request)
+            for i in messages:
+                self.log.wait(0, i)
         return len(violators), violators, models
 
     def open_resolution(self):
@@ -226,7 +265,7 @@ class Simulation:
     """
 
     def __init__(self, k, n_features, rounds, protocol, learner=None, order="learn-check",
-                 drifts=(), drift_window=500, timeline_every=0, max_period=0, mode="async"):
+                 drifts=(), drift_window=500, timeline_every=0, max_period=0, mode="async", network=None):
         if mode not in MODES:
             raise MpisgdError(f"mode: unknown {mode!r}; choose one of {', '.join(MODES)}")
         if order not in ORDERS:
@@ -240,7 +279,18 @@ class Simulation:
         self.central = protocol.name == "central"
         self.L = OnlineLearners(1 if self.central else self.k, self.n, **self.learner_args)
         self.mode = mode
-        self.transport = SimTransport(self.L, self.k, mode)
+        # Prediction (docs/NETWORK.md): every message and the rows between them into an event
+        # log, replayed on ``network`` (a netmodel preset name or Network) at the end.
+        self.network, self.log = None, None
+        if network is not None:
+            from mpisgd import netmodel
+
+            if self.central:
+                raise MpisgdError("network: central moves no messages; there is nothing to predict")
+            self.network = netmodel.network(network) if isinstance(network, str) else network
+            self.log = netmodel.EventLog()
+        self._learn_seconds, self._rows_learned = 0.0, 0  # the measured compute time per row
+        self.transport = SimTransport(self.L, self.k, mode, self.log)
         self.coordinator = Coordinator(protocol, self.k)
         self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync")
         self.b = int(protocol.period)
@@ -259,7 +309,8 @@ class Simulation:
         # rounds done at which the phase changes: a drift after round d puts rounds d + 1 … d + 1 + W in "drift"
         self._edges = np.unique(np.concatenate([self.drifts, self.drifts + 1 + self.drift_window]))
         # dynamic with a fixed period learns through checks without violators in one kernel call
-        self._through_quiet = protocol.name == "dynamic" and not self.max_period
+        # (the event log needs every check point in order)
+        self._through_quiet = protocol.name == "dynamic" and not self.max_period and self.log is None
         self.timeline_every = int(timeline_every)
         self.timeline = []
         self.phase_messages = {p: {} for p in PHASES}
@@ -330,7 +381,12 @@ class Simulation:
         a, b = indptr[0], indptr[-1]
         if self.central:
             owner = np.zeros(len(y), np.int64)
+        start = time.perf_counter()
         self.L.learn(indptr - a, indices[a:b], data[a:b], y, owner)
+        self._learn_seconds += time.perf_counter() - start
+        self._rows_learned += len(y)
+        if self.log is not None:
+            self.log.compute(-1, rounds)  # every learner learns its row of each round
         self._count_errors(rounds)
 
     def _learn_through_quiet(self, indptr, indices, data, y, owner, round_ptr):
@@ -414,6 +470,8 @@ class Simulation:
         sent = self.transport.counters()[0].sum(axis=0)
         self.timeline.append((self.t, int(self.L.errors.sum()), float(self.L.loss_sum.sum()),
                               self.model_messages(), *(int(v) for v in sent)))
+        if self.log is not None:
+            self.log.mark(len(self.timeline) - 1)
 
     # -- results --------------------------------------------------------------------
 
@@ -473,7 +531,21 @@ class Simulation:
             "phase_rounds": self.phase_rounds,
             "timeline": self.timeline,
             "coef": coef, "intercept": intercept,
+            **({"network": self.predict()} if self.log is not None else {}),
         }
+
+    def predict(self, seconds_per_row=None):
+        """The event log replayed on ``network``: predicted wall time, time in
+        MPI calls, and the time of every timeline row (``netmodel.replay``).
+        Compute per row: as measured here, unless given."""
+        from mpisgd import netmodel
+
+        per_row = seconds_per_row or self._learn_seconds / max(1, self._rows_learned)
+        log = self.log
+        p = netmodel.replay(log.events, self.k, self.network, per_row, log.groups)
+        return {"network": self.network.name, "seconds_per_row": per_row, "events": len(log.events),
+                "wall": p.wall, "mpi_max": float(p.mpi.max()), "idle_max": float(p.idle.max()),
+                "timeline_seconds": p.marks.tolist()}
 
 
 # ---------------------------------------------------------------- sources of rows
@@ -549,11 +621,11 @@ def run_many(stream, rounds, configs, block=None, progress=None):
 
 
 def simulate(source, rounds, protocol, learner=None, order="learn-check", drift_window=500,
-             timeline_every=0, block=None, max_period=0, mode="async"):
+             timeline_every=0, block=None, max_period=0, mode="async", network=None):
     """One configuration over a synthetic stream or a ``ShardSource``."""
     k, n = source.n_learners, source.n_features
     sim = Simulation(k, n, rounds, protocol, learner, order, source.drifts(rounds), drift_window,
-                     timeline_every, max_period, mode)
+                     timeline_every, max_period, mode, network)
     if isinstance(source, ShardSource):
         return _run_shards(source, rounds, sim, block or block_rounds(k, n))
     return run_many(source, rounds, [sim], block)[0]

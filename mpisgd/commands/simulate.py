@@ -39,6 +39,10 @@ def add_arguments(parser):
     g.add_argument("--max-period", type=int, default=0,
                    help="variant (dynamic, simulator only): after a quiet check double the check period, "
                    "up to this many rounds; after violations go back to --period (0: off)")
+    g.add_argument("--network", choices=("shm", "10gbe", "ib100"), default=None,
+                   help="also predict the run's wall time on this network from its exact message log "
+                   "and the compute time per row measured here (docs/NETWORK.md; every check point is "
+                   "then run one by one)")
     g.add_argument("--order", choices=ORDERS, default="learn-check",
                    help="within a round: check after learning (check points t = b, 2b, …, T) or "
                    "before it (t = 0, b, …, < T); the drift always acts between rounds")
@@ -92,13 +96,14 @@ def run(args):
     if rounds < 1:
         raise MpisgdError(f"--rounds must be >= 1, got {rounds}")
     config = {"data": data, "rounds": rounds, "protocol": protocol.as_dict(), "learner": learner_args(args),
-              "order": args.order, "max_period": args.max_period, "mode": args.mode, "out": args.out}
+              "order": args.order, "max_period": args.max_period, "mode": args.mode, "network": args.network,
+              "out": args.out}
     if not args.quiet:
         print("mpisgd simulate: configuration " + json.dumps(config, sort_keys=True), flush=True)
     start = time.perf_counter()
     try:
         result = simulate(source, rounds, protocol, learner_args(args), args.order, args.drift_window,
-                          args.timeline_every, max_period=args.max_period, mode=args.mode)
+                          args.timeline_every, max_period=args.max_period, mode=args.mode, network=args.network)
     finally:
         if isinstance(source, ShardSource):
             source.close()
@@ -115,6 +120,10 @@ def run(args):
         print(f"mpisgd simulate: online error {result['errors'] / ex:.4f} ({result['errors']} of {ex}), "
               f"model messages {result['protocol_messages']} (+{result['model_messages'] - result['protocol_messages']}"
               f" final), bytes {sum(result['bytes_sent'].values())}, {len(result['drifts'])} drifts, {wall:.2f}s")
+        if "network" in result:
+            net = result["network"]
+            print(f"mpisgd simulate: predicted on {net['network']}: wall {net['wall']:.3f}s, of which in MPI "
+                  f"{net['mpi_max']:.3f}s (max over ranks), at {net['seconds_per_row'] * 1e9:.0f} ns per row")
         print(f"mpisgd simulate: wrote {args.out}/report.json, timeline.csv", flush=True)
     return 0
 
