@@ -293,3 +293,36 @@ def test_sync_mode_settles_a_check_one_period_later_keeping_the_violators_progre
     sim.transport.send_balanced = checked
     run_many(stream, T, [sim], block=50)
     assert seen and max(seen) > 0, "no violator had made a step since it sent: the test proves nothing"
+
+
+def test_network_prediction_replays_the_message_log_of_static():
+    """Static b=8 in lock-step: T rounds of compute, the start Allreduce, T/8
+    syncs and the final one, on the network's Allreduce cost."""
+    from mpisgd import netmodel
+
+    k, T, n = 4, 40, 10
+    stream = DisjunctionStream(n, k, seed=1, drift_prob=0.0)
+    sim = Simulation(k, n, T, ProtocolConfig(name="static", period=8), LEARNER, network="10gbe")
+    run_many(stream, T, [sim])
+    net = netmodel.network("10gbe")
+    expected = T * 1e-6 + net.allreduce(k, 8) + (T // 8 + 1) * net.allreduce(k, wire.dense_nbytes(n))
+    assert sim.predict(seconds_per_row=1e-6)["wall"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_sync_mode_hides_the_per_check_agreement_behind_learning():
+    """Quiet checks in sync mode: each nonblocking Allreduce completes one
+    period later, so it costs nothing when b rows take longer than it, and
+    about its latency per check when they do not."""
+    from mpisgd import netmodel
+
+    k, T, n, b = 4, 64, 10, 2
+    stream = DisjunctionStream(n, k, seed=1, drift_prob=0.0)
+    sim = Simulation(k, n, T, ProtocolConfig(name="dynamic", delta=1e12, period=b), LEARNER, mode="sync",
+                     network="10gbe")
+    run_many(stream, T, [sim])
+    net = netmodel.network("10gbe")
+    fixed = net.allreduce(k, 8) + net.allreduce(k, wire.dense_nbytes(n))  # the start and the final sync
+    slow = sim.predict(seconds_per_row=1e-3)["wall"]
+    assert slow == pytest.approx(T * 1e-3 + fixed + net.allreduce(k, 8), rel=1e-6)  # the last check's wait
+    fast = sim.predict(seconds_per_row=1e-9)["wall"]
+    assert fast == pytest.approx(T / b * net.allreduce(k, 8) + fixed, rel=0.01)
