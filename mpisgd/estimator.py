@@ -38,12 +38,24 @@ from mpisgd.kernels.losses import (
     LOSSES,
     REGRESSION_LOSSES,
 )
+from mpisgd.kernels.order import SHUFFLES, block_rows, epoch_order, shuffled_copy
 from mpisgd.kernels.schedules import NEEDS_POSITIVE_LAMBDA, OPTIMAL, SCHEDULES
 from mpisgd.model import LinearModel, loss_error_sums
 
 ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd")
 DEFAULT_SCHEDULE = {"sgd": "bottou", "asgd": "xu"}
 LOSS_ALIASES = {"log_loss": "log", "squared_error": "squared"}
+
+
+def _shuffle_mode(est):
+    """``shuffle`` as one of SHUFFLES: True is "block", False is "none"."""
+    mode = est.shuffle
+    if isinstance(mode, (bool, np.bool_)):
+        mode = "block" if mode else "none"
+    if not isinstance(mode, str) or mode not in SHUFFLES:
+        raise MpisgdError(f"{type(est).__name__}: shuffle must be one of {', '.join(SHUFFLES)}, "
+                          f"True or False, got {est.shuffle!r}")
+    return mode
 
 
 def _check_config(est, losses):
@@ -96,6 +108,7 @@ def _check_config(est, losses):
         fit_intercept=bool(est.fit_intercept),
         regularize_bias=bool(est.regularize_bias),
         dekel=dekel,
+        shuffle=_shuffle_mode(est),
     )
 
 
@@ -123,8 +136,11 @@ class _BaseSGD(BaseEstimator):
     ``regularize_bias`` adds λb²/2; ``bias_gain`` (see the module docstring);
     ``avg_start`` examples before ASGD starts averaging (None: one epoch of the
     first fit); ``epsilon`` δ of huber / ε of epsilon_insensitive (None: 1.0 /
-    0.1); ``max_iter`` epochs of ``fit``; ``shuffle`` and ``random_state`` the
-    per-epoch permutation; ``verbose`` prints the calibrated γ0.
+    0.1); ``max_iter`` epochs of ``fit``; ``shuffle`` the row order of every
+    epoch (mpisgd.kernels.order: "block" (default, also True) permutes blocks of
+    consecutive rows and streams each block, "full" permutes all rows, "none"
+    (also False) is file order) and ``random_state`` its seed; ``verbose`` prints
+    the calibrated γ0.
 
     Fitted: ``coef_``, ``intercept_`` (the averaged model for the averaging
     algorithms), ``eta0_``, ``bias_gain_``, ``t_`` (examples seen), ``n_iter_``.
@@ -148,7 +164,7 @@ class _BaseSGD(BaseEstimator):
         avg_start=None,
         epsilon=None,
         max_iter=5,
-        shuffle=True,
+        shuffle="block",
         random_state=None,
         verbose=0,
     ):
@@ -219,6 +235,9 @@ class _BaseSGD(BaseEstimator):
             self._st = sgd.new_state()
             self._avg_start = float(n_rows if self.avg_start is None else self.avg_start)
         self._rng = check_random_state(self.random_state)
+        # "block": every call shuffles its rows with the same seed, so that
+        # partial_fit on the same data continues fit exactly
+        self._copy_seed = int(self._rng.randint(2**31 - 1))
         self.eta0_ = None if cfg["dekel"] else self.eta0
         self.t_ = 0
         self.n_iter_ = 0
@@ -294,8 +313,8 @@ class _BaseSGD(BaseEstimator):
         if self.verbose:
             print(f"# Using eta0={eta0:g} (calibrated on {min(len(order), 1000)} examples)")
 
-    def _order(self, m):
-        return (self._rng.permutation(m) if self.shuffle else np.arange(m)).astype(np.int64)
+    def _order(self, m, block):
+        return epoch_order(self._cfg["shuffle"], m, self._rng, block)
 
     # -- the epoch loop --------------------------------------------------------
 
@@ -309,22 +328,30 @@ class _BaseSGD(BaseEstimator):
         if m == 0:
             raise MpisgdError(f"{type(self).__name__}: empty data (0 samples)")
         arrays = _csr(X)
-        first_order = None
         if reset:
             if cfg["bias_gain"] is None:
                 cfg["bias_gain"] = 0.01 if sp.issparse(X) else 1.0
             self.bias_gain_ = cfg["bias_gain"]
             self._init_state(cfg, X, m)
-            first_order = self._order(m)
+        copy_start = time.perf_counter()
+        if cfg["shuffle"] == "block":  # the epochs visit blocks of a shuffled copy
+            arrays, y_pm = shuffled_copy(*arrays, y_pm, np.random.RandomState(self._copy_seed))
+        copy_seconds = time.perf_counter() - copy_start  # counted in the first epoch
+        block = block_rows(arrays[0])
+        first_order = None
+        if reset:
+            first_order = self._order(m, block)
             self._calibrate(arrays, y_pm, X.shape[1], first_order)
         xbar_dot = np.zeros(0)
-        if self._xbar.size:
-            xbar_dot = np.asarray(X @ self._xbar, dtype=np.float64).ravel()  # x̄·x_i, O(mk)
+        if self._xbar.size:  # x̄·x_i for the rows of ``arrays``, O(mk)
+            rows = sp.csr_matrix(arrays[::-1], shape=X.shape)
+            xbar_dot = np.asarray(rows @ self._xbar, dtype=np.float64).ravel()
         for epoch in range(max_iter):
-            order = first_order if first_order is not None and epoch == 0 else self._order(m)
+            order = first_order if first_order is not None and epoch == 0 else self._order(m, block)
             start = time.perf_counter()
             loss_sum, n_err = self._epoch(arrays, y_pm, order, xbar_dot)
-            yield epoch + 1, time.perf_counter() - start, loss_sum / m, n_err / m
+            seconds = time.perf_counter() - start + (copy_seconds if epoch == 0 else 0.0)
+            yield epoch + 1, seconds, loss_sum / m, n_err / m
 
     def fit(self, X, y):
         """Train from scratch for ``max_iter`` epochs."""
@@ -413,7 +440,7 @@ class SGDClassifier(ClassifierMixin, _BaseSGD):
         avg_start=None,
         epsilon=None,
         max_iter=5,
-        shuffle=True,
+        shuffle="block",
         random_state=None,
         verbose=0,
     ):
@@ -512,7 +539,7 @@ class SGDRegressor(RegressorMixin, _BaseSGD):
         avg_start=None,
         epsilon=None,
         max_iter=5,
-        shuffle=True,
+        shuffle="block",
         random_state=None,
         verbose=0,
     ):
