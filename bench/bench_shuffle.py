@@ -53,7 +53,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from mpisgd import SGDClassifier
 
-    print(f"| data | loss, λ | algorithm | objective full (sd over seeds) | block | none | "
+    print("| data | loss, λ | algorithm | objective full (sd over seeds) | block | none | "
           f"test error full | block | none |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, (X, y, Xt, yt) in datasets(args.scale):
