@@ -137,8 +137,9 @@ class _BaseSGD(BaseEstimator):
     ``avg_start`` examples before ASGD starts averaging (None: one epoch of the
     first fit); ``epsilon`` δ of huber / ε of epsilon_insensitive (None: 1.0 /
     0.1); ``max_iter`` epochs of ``fit``; ``shuffle`` the row order of every
-    epoch (mpisgd.kernels.order: "block" (default, also True) permutes blocks of
-    consecutive rows and streams each block, "full" permutes all rows, "none"
+    epoch (mpisgd.kernels.order: "block" (default, also True) visits blocks of
+    consecutive rows of a shuffled copy of X (made once per fit or partial_fit
+    call), each block read front to back; "full" permutes all rows; "none"
     (also False) is file order) and ``random_state`` its seed; ``verbose`` prints
     the calibrated γ0.
 
