@@ -54,7 +54,7 @@ def main(argv=None):
     from mpisgd import SGDClassifier
 
     print("| data | loss, λ | algorithm | objective full (sd over seeds) | block | none | "
-          f"test error full | block | none |")
+          "test error full | block | none |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, (X, y, Xt, yt) in datasets(args.scale):
         for loss, lam, algorithm in SETTINGS:
