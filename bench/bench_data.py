@@ -2,7 +2,7 @@
 compression, shard reading against the SGD kernel, peak memory.
 
     NUMBA_NUM_THREADS=1 .venv/bin/python bench/bench_data.py [--workdir DIR] [--repeats 3]
-        [--sections parse,parallel,compression,read,rss]
+        [--sections parse,parallel,prep,compression,read,rss]
 
 The input is the RCV1-scale training set of ``rcv1_like`` (781,265 rows,
 47,152 features, seed 0) written as LIBSVM text (about 1 GB) into
@@ -132,6 +132,50 @@ def bench_parallel(path, repeats):
         base = base or med
         print(f"| {ranks} | {med:.2f} | {rec['mb'] / med:.0f} | {base / med:.2f} | "
               f"{spread:.2f} |")
+
+
+def bench_prep(path, workdir, repeats):
+    """``mpisgd prep`` end to end (text → 4 shards) at 1 and 2 ranks, beside the parser alone."""
+    import resource
+    import shutil
+
+    from mpisgd.data import libsvm
+
+    mb = os.path.getsize(path) / 1e6
+    parse = []
+    for _ in range(repeats):
+        c = time.thread_time()
+        for _chunk in libsvm.iter_parsed(path, n_features=N_FEATURES):
+            pass
+        parse.append(time.thread_time() - c)
+    mpiexec = os.path.join(os.path.dirname(PY), "mpiexec")
+    out = os.path.join(workdir, "prep-out")
+    print(f"\n| prep {os.path.basename(path)} → 4 shards | median wall s | MB/s (wall) | "
+          f"CPU s per rank | MB/s (CPU per rank) | speed-up (CPU) | spread (wall) |"
+          f"\n|---|---|---|---|---|---|---|")
+    parse_cpu = statistics.median(parse)
+    print(f"| parser alone (1 rank, reference) | | | {parse_cpu:.2f} | {mb / parse_cpu:.0f} | | "
+          f"{max(parse) / min(parse):.2f} |")
+    base = None
+    for ranks in (1, 2):
+        walls, cpus = [], []
+        for _ in range(repeats):
+            shutil.rmtree(out, ignore_errors=True)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t = time.perf_counter()
+            subprocess.run([mpiexec, "-n", str(ranks), PY, "-m", "mpi4py", "-m", "mpisgd", "prep",
+                            path, "--shards", "4", "--out", out, "--n-features", str(N_FEATURES)],
+                           capture_output=True, text=True, check=True)
+            walls.append(time.perf_counter() - t)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+                        / ranks)
+        shutil.rmtree(out, ignore_errors=True)
+        wall, spread = _median(walls)
+        cpu = statistics.median(cpus)
+        base = base or cpu
+        print(f"| mpisgd prep, {ranks} rank{'s' if ranks > 1 else ''} | {wall:.2f} | "
+              f"{mb / wall:.0f} | {cpu:.2f} | {mb / cpu:.0f} | {base / cpu:.2f} | {spread:.2f} |")
 
 
 def _shard_from_text(path, rows, out, compression, dtype="float64"):
@@ -312,7 +356,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", default="/tmp/mpisgd-bench-data")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--sections", default="parse,parallel,compression,read,rss")
+    ap.add_argument("--sections", default="parse,parallel,prep,compression,read,rss")
     ap.add_argument("--parallel-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.parallel_worker:
@@ -326,6 +370,8 @@ def main():
         bench_parse(path, small, args.repeats)
     if "parallel" in sections:
         bench_parallel(path, args.repeats)
+    if "prep" in sections:
+        bench_prep(path, args.workdir, args.repeats)
     if "compression" in sections:
         bench_compression(small, args.workdir, args.repeats)
     if "read" in sections:

@@ -1,20 +1,24 @@
-"""Seconds per epoch of the single-process kernels on RCV1-scale synthetic data,
-side by side with scikit-learn's SGDClassifier and a dot-product floor.
+"""Seconds per epoch of the single-process fits on RCV1-scale synthetic data,
+side by side in one process: scikit-learn's SGDClassifier (shuffled, its
+default, and in file order), mpisgd's SGDClassifier in each row order
+(``shuffle`` "block", the default, "full" and "none") and the dot-product
+floor in file order and in random order.
 
-    NUMBA_NUM_THREADS=1 .venv/bin/python bench/bench_kernels.py [--scale 1.0] [--repeats 5]
+    NUMBA_NUM_THREADS=1 .venv/bin/python bench/bench_kernels.py [--scale 1.0] [--rounds 3]
 
-Every row: the median over ``--repeats`` epochs after one warm-up epoch (JIT
-compiled before any timing), the test error after those epochs, and the ratio
-to the floor measured in the same process. The floor is a numba loop that
-only computes each row's dot product with a dense w, in shuffled order.
+A row's time is one whole ``fit`` of ``--epochs`` epochs divided by the
+epochs, so that everything a fit does counts (input validation, mpisgd's γ0
+calibration and, for "block", its shuffled copy of the rows); the median over
+``--rounds`` fits. The floor is a numba loop that only computes each row's
+dot product with a dense w (in random order: a fresh permutation per epoch,
+its drawing included). Test error after the epochs of the last fit.
 
 Times are CPU seconds of the calling thread (``time.thread_time``; every
 kernel here is single-threaded and the OpenMP/BLAS pools are set to one
 thread), so that time spent descheduled on a shared machine does not count.
-Each includes the epoch's shuffle (and, for scikit-learn, its input
-validation). The epochs run round robin (one epoch of every row per round),
-so that load changes hit all rows alike; the last column is each row's
-spread (max/min).
+The fits run round robin (one fit of every row per round, after a warm-up
+that compiles everything), so that load changes hit all rows alike; the last
+column is each row's spread (max/min).
 Prints a markdown table (for bench/README.md, section "Kernels") and the cold
 (empty numba cache) and warm start-up times of a small `fit` in a fresh process.
 """
@@ -51,60 +55,49 @@ def dot_floor(indptr, indices, data, order, w):
 
 
 class Floor:
-    """One 'epoch' of the floor: the dot products of a shuffled pass, no update."""
+    """The dot products of one pass, no update; ``random``: a fresh permutation per epoch."""
 
-    def __init__(self, X, seed=1):
-        self.X = X
+    def __init__(self, X, random, epochs, seed=1):
+        self.X, self.random, self.epochs = X, random, epochs
         self.rng = np.random.default_rng(seed)
         self.w = self.rng.normal(size=X.shape[1])
 
-    def epoch(self):
-        start = time.thread_time()
-        order = self.rng.permutation(self.X.shape[0]).astype(np.int64)
-        dot_floor(self.X.indptr, self.X.indices, self.X.data, order, self.w)
-        return time.thread_time() - start
-
-    def error(self):
+    def fit(self):
+        m = self.X.shape[0]
+        for _ in range(self.epochs):
+            order = self.rng.permutation(m) if self.random else np.arange(m)
+            dot_floor(self.X.indptr, self.X.indices, self.X.data, order.astype(np.int64), self.w)
         return None
 
 
 class Ours:
-    """mpisgd.SGDClassifier, one epoch per call."""
+    """mpisgd.SGDClassifier: one whole fit."""
 
     def __init__(self, X, y, Xt, yt, epochs, **params):
         from mpisgd import SGDClassifier
 
-        self.clf = SGDClassifier(random_state=0, **params)
-        self.steps = self.clf._epochs(X, y, epochs, reset=True)
-        self.Xt, self.yt = Xt, yt
+        self.X, self.y, self.Xt, self.yt = X, y, Xt, yt
+        self.clf = SGDClassifier(random_state=0, max_iter=epochs, **params)
 
-    def epoch(self):
-        start = time.thread_time()
-        next(self.steps)
-        return time.thread_time() - start
-
-    def error(self):
+    def fit(self):
+        self.clf.fit(self.X, self.y)
         return float(np.mean(self.clf.predict(self.Xt) != self.yt))
 
 
 class Sklearn:
-    """scikit-learn's SGDClassifier, one partial_fit (one epoch) per call."""
+    """scikit-learn's SGDClassifier: one whole fit (``tol=None``: all the epochs)."""
 
-    def __init__(self, X, y, Xt, yt, **params):
+    def __init__(self, X, y, Xt, yt, epochs, **params):
         import scipy.sparse as sp
         from sklearn.linear_model import SGDClassifier
 
         # scikit-learn's SGD accepts only int32 indptr (the same arrays otherwise)
         self.X = sp.csr_matrix((X.data, X.indices, X.indptr.astype(np.int32)), shape=X.shape)
         self.y, self.Xt, self.yt = y, Xt, yt
-        self.clf = SGDClassifier(random_state=0, tol=None, **params)
+        self.clf = SGDClassifier(random_state=0, tol=None, max_iter=epochs, **params)
 
-    def epoch(self):
-        start = time.thread_time()
-        self.clf.partial_fit(self.X, self.y, classes=np.array([-1.0, 1.0]))
-        return time.thread_time() - start
-
-    def error(self):
+    def fit(self):
+        self.clf.fit(self.X, self.y)
         return float(np.mean(self.clf.predict(self.Xt) != self.yt))
 
 
@@ -133,12 +126,17 @@ def startup_times():
     return out
 
 
+SETTINGS = (("hinge", 1e-4, False), ("hinge", 1e-4, True), ("log", 1e-5, False),
+            ("log", 1e-5, True))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--scale", type=float, default=1.0,
                         help="fraction of the RCV1 sizes (781,265 train / 23,149 test rows)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed epochs per row (median)")
+    parser.add_argument("--epochs", type=int, default=5, help="epochs per fit")
+    parser.add_argument("--rounds", type=int, default=3, help="timed fits per row (median)")
     parser.add_argument("--seed", type=int, default=0, help="data seed")
     args = parser.parse_args(argv)
 
@@ -150,57 +148,55 @@ def main(argv=None):
     X, y, Xt, yt = rcv1_like(n_train, n_test, N_FEATURES, args.seed)
     print(f"# data: rcv1_like({n_train}, {n_test}, {N_FEATURES}, seed={args.seed}): "
           f"{X.nnz / X.shape[0]:.1f} nnz/row, {time.perf_counter() - start:.1f} s to generate")
+    E = args.epochs
+    runners = {"dot-product floor, file order": Floor(X, False, E),
+               "dot-product floor, random order": Floor(X, True, E)}
+    for loss, lam, avg in SETTINGS:
+        algorithm = "asgd" if avg else "sgd"
+        for shuffle in ("block", "full", "none"):
+            runners[f"mpisgd {algorithm.upper()} {loss} λ={lam:g} shuffle={shuffle}"] = Ours(
+                X, y, Xt, yt, E, loss=loss, alpha=lam, algorithm=algorithm, shuffle=shuffle)
+        for shuffle in (True, False):
+            runners[f"sklearn {loss}{' average' if avg else ''} λ={lam:g} shuffle={shuffle}"] = \
+                Sklearn(X, y, Xt, yt, E, loss="log_loss" if loss == "log" else loss, alpha=lam,
+                        average=avg, shuffle=shuffle)
+    for algorithm in ("dekel-sgd", "dekel-asgd", "dekel-casgd"):
+        runners[f"mpisgd {algorithm} hinge λ=1e-4 shuffle=block"] = Ours(
+            X, y, Xt, yt, E, loss="hinge", alpha=1e-4, algorithm=algorithm)
     # compile everything once, outside the timings
     small = slice(0, 2000)
     for algorithm in ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd"):
-        Ours(X[small], y[small], Xt[:10], yt[:10], 1, algorithm=algorithm).epoch()
-    epochs = args.repeats + 1
-    runners = {"dot-product floor": (Floor(X), None)}
-    for name, params in [
-        ("mpisgd SGD hinge λ=1e-4", dict(loss="hinge", alpha=1e-4, algorithm="sgd")),
-        ("mpisgd ASGD hinge λ=1e-4", dict(loss="hinge", alpha=1e-4, algorithm="asgd")),
-        ("mpisgd SGD log λ=1e-5", dict(loss="log", alpha=1e-5, algorithm="sgd")),
-        ("mpisgd ASGD log λ=1e-5", dict(loss="log", alpha=1e-5, algorithm="asgd")),
-        ("mpisgd Dekel SGD hinge λ=1e-4", dict(loss="hinge", alpha=1e-4, algorithm="dekel-sgd")),
-        ("mpisgd Dekel ASGD hinge λ=1e-4",
-         dict(loss="hinge", alpha=1e-4, algorithm="dekel-asgd")),
-        ("mpisgd CASGD hinge λ=1e-4", dict(loss="hinge", alpha=1e-4, algorithm="dekel-casgd")),
-    ]:
-        runners[name] = (Ours(X, y, Xt, yt, epochs, **params), params)
-    for name, params in [
-        ("sklearn SGDClassifier hinge λ=1e-4", dict(loss="hinge", alpha=1e-4)),
-        ("sklearn SGDClassifier hinge λ=1e-4 average",
-         dict(loss="hinge", alpha=1e-4, average=True)),
-        ("sklearn SGDClassifier log λ=1e-5", dict(loss="log_loss", alpha=1e-5)),
-        ("sklearn SGDClassifier log λ=1e-5 average",
-         dict(loss="log_loss", alpha=1e-5, average=True)),
-    ]:
-        runners[name] = (Sklearn(X, y, Xt, yt, **params), params)
-    # round robin: every round runs one epoch of every runner, so that a change
-    # of the machine's load hits all of them alike; round 0 is the warm-up
+        Ours(X[small], y[small], Xt[:10], yt[:10], 1, algorithm=algorithm).fit()
+    Floor(X[small], True, 1).fit()
+    # round robin: every round runs one fit of every runner, so that a change
+    # of the machine's load hits all of them alike
     times = {name: [] for name in runners}
-    for _ in range(epochs):
-        for name, (runner, _) in runners.items():
-            times[name].append(runner.epoch())
-    floor = statistics.median(times["dot-product floor"][1:])
-    rows = []
-    for name, (runner, params) in runners.items():
-        step = ""
-        if isinstance(runner, Ours):
-            eta0 = runner.clf.eta0_
-            step = f"γ0={eta0:g}" if eta0 else "1/(λt)"
-        elif isinstance(runner, Sklearn):
-            step = "optimal"
-        rows.append((name, statistics.median(times[name][1:]), runner.error(), step,
-                     max(times[name][1:]) / min(times[name][1:])))
+    errors = {}
+    for _ in range(args.rounds):
+        for name, runner in runners.items():
+            t = time.thread_time()
+            errors[name] = runner.fit()
+            times[name].append((time.thread_time() - t) / E)
+    med = {name: statistics.median(ts) for name, ts in times.items()}
+    file_floor = med["dot-product floor, file order"]
 
-    print(f"\n| kernel | s/epoch (median of {args.repeats}) | × floor | test error after "
-          f"{epochs} epochs | step | max/min of the {args.repeats} |")
+    def reference(name):  # scikit-learn's default (shuffled) for the same loss and averaging
+        for loss, lam, avg in SETTINGS:
+            algorithm = "ASGD" if avg else "SGD"
+            if name.startswith(f"mpisgd {algorithm} {loss} ") or \
+                    name.startswith(f"sklearn {loss}{' average' if avg else ''} λ"):
+                return med[f"sklearn {loss}{' average' if avg else ''} λ={lam:g} shuffle=True"]
+        return None
+
+    print(f"\n| fit ({E} epochs) | s/epoch (median of {args.rounds}) | sklearn default ÷ this | "
+          f"× floor in file order | test error | max/min |")
     print("|---|---|---|---|---|---|")
-    for name, seconds, error, step, spread in rows:
-        err = "" if error is None else f"{100 * error:.2f} %"
-        print(f"| {name} | {seconds:.4f} | {seconds / floor:.2f} | {err} | {step} | "
-              f"{spread:.2f} |")
+    for name, seconds in med.items():
+        ref = reference(name)
+        speedup = "" if ref is None else f"{ref / seconds:.2f}"
+        err = "" if errors[name] is None else f"{100 * errors[name]:.2f} %"
+        print(f"| {name} | {seconds:.4f} | {speedup} | {seconds / file_floor:.2f} | {err} | "
+              f"{max(times[name]) / min(times[name]):.2f} |")
     (cold_wall, cold_inner), (warm_wall, warm_inner) = startup_times()
     print(f"\nstart-up of a small fit in a fresh process (2,000 × 500, 2 epochs): "
           f"cold cache {cold_wall:.1f} s (import+fit {cold_inner:.1f} s), "

@@ -52,6 +52,7 @@ from mpisgd.kernels.losses import (
     LOSSES,
     REGRESSION_LOSSES,
 )
+from mpisgd.kernels.order import SHUFFLES, block_rows, epoch_order, shuffled_copy
 from mpisgd.kernels.schedules import NEEDS_POSITIVE_LAMBDA, OPTIMAL, SCHEDULES
 from mpisgd.model import LinearModel, loss_error_sums
 
@@ -60,6 +61,17 @@ ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd")
 PENALTIES = ("l2",)
 DEFAULT_SCHEDULE = {"sgd": "bottou", "asgd": "xu"}
 LOSS_ALIASES = {"log_loss": "log", "squared_error": "squared"}
+
+
+def _shuffle_mode(est):
+    """``shuffle`` as one of SHUFFLES: True is "block", False is "none"."""
+    mode = est.shuffle
+    if isinstance(mode, (bool, np.bool_)):
+        mode = "block" if mode else "none"
+    if not isinstance(mode, str) or mode not in SHUFFLES:
+        raise MpisgdError(f"{type(est).__name__}: shuffle must be one of {', '.join(SHUFFLES)}, "
+                          f"True or False, got {est.shuffle!r}")
+    return mode
 
 
 def _check_config(est, losses):
@@ -120,6 +132,7 @@ def _check_config(est, losses):
         penalty=est.penalty,
         average=average,
         avg_start=avg_start,
+        shuffle=_shuffle_mode(est),
     )
 
 
@@ -166,8 +179,12 @@ class _BaseSGD(BaseEstimator):
     ``regularize_bias`` adds λb²/2; ``bias_gain`` (see the module docstring);
     ``avg_start`` examples before ASGD starts averaging (None: one epoch of the
     first fit); ``average`` (see the module docstring); ``epsilon`` δ of huber / ε of epsilon_insensitive (None: 1.0 /
-    0.1); ``max_iter`` epochs of ``fit``; ``shuffle`` and ``random_state`` the
-    per-epoch permutation; ``verbose`` prints the calibrated γ0.
+    0.1); ``max_iter`` epochs of ``fit``; ``shuffle`` the row order of every
+    epoch (mpisgd.kernels.order: "block" (default, also True) visits blocks of
+    consecutive rows of a shuffled copy of X (made once per fit or partial_fit
+    call), each block read front to back; "full" permutes all rows; "none"
+    (also False) is file order) and ``random_state`` its seed; ``verbose`` prints
+    the calibrated γ0.
 
     Fitted: ``coef_``, ``intercept_`` (the averaged model for the averaging
     algorithms), ``eta0_`` (one-versus-rest: one per class), ``bias_gain_``,
@@ -194,7 +211,7 @@ class _BaseSGD(BaseEstimator):
         average=None,
         epsilon=None,
         max_iter=5,
-        shuffle=True,
+        shuffle="block",
         random_state=None,
         verbose=0,
     ):
@@ -267,6 +284,9 @@ class _BaseSGD(BaseEstimator):
             self._st = sgd.new_state()
             self._avg_start = float(n_rows if cfg["avg_start"] is None else cfg["avg_start"])
         self._rng = check_random_state(self.random_state)
+        # "block": every call shuffles its rows with the same seed, so that
+        # partial_fit on the same data continues fit exactly
+        self._copy_seed = int(self._rng.randint(2**31 - 1))
         self.eta0_ = None if cfg["dekel"] else self.eta0
         self.t_ = 0
         self.n_iter_ = 0
@@ -342,18 +362,10 @@ class _BaseSGD(BaseEstimator):
         if self.verbose:
             print(f"# Using eta0={eta0:g} (calibrated on {min(len(order), 1000)} examples)")
 
-    def _order(self, m):
-        return (self._rng.permutation(m) if self.shuffle else np.arange(m)).astype(np.int64)
+    def _order(self, m, block):
+        return epoch_order(self._cfg["shuffle"], m, self._rng, block)
 
     # -- the epoch loop --------------------------------------------------------
-
-    def _start(self, cfg, X, arrays, y_pm):
-        """A fresh kernel state for one problem, γ0 calibrated; returns the
-        first epoch's order."""
-        self._init_state(cfg, X, X.shape[0])
-        order = self._order(X.shape[0])
-        self._calibrate(arrays, y_pm, X.shape[1], order)
-        return order
 
     def _problem(self):
         """A holder of one more problem's kernel state (one-versus-rest)."""
@@ -370,28 +382,41 @@ class _BaseSGD(BaseEstimator):
         if m == 0:
             raise MpisgdError(f"{type(self).__name__}: empty data (0 samples)")
         arrays = _csr(X)
-        first_orders = None
         if reset:
             if cfg["bias_gain"] is None:
                 cfg["bias_gain"] = 0.01 if sp.issparse(X) else 1.0
             self.bias_gain_ = cfg["bias_gain"]
             self._cfg = cfg
             self._problems = [self] if len(targets) == 1 else [self._problem() for _ in targets]
-            first_orders = [p._start(cfg, X, arrays, y_pm)
-                            for p, y_pm in zip(self._problems, targets)]
+            for problem in self._problems:
+                problem._init_state(cfg, X, m)
+        copy_start = time.perf_counter()
+        if cfg["shuffle"] == "block":  # the epochs visit blocks of a shuffled copy
+            rng = np.random.RandomState(self._problems[0]._copy_seed)
+            arrays, rows = shuffled_copy(*arrays, np.arange(m), rng)
+            targets = [y_pm[rows] for y_pm in targets]
+        copy_seconds = time.perf_counter() - copy_start  # counted in the first epoch
+        block = block_rows(arrays[0])
+        first_orders = None
+        if reset:  # each problem's first order, on which γ0 is calibrated
+            first_orders = [p._order(m, block) for p in self._problems]
+            for problem, y_pm, order in zip(self._problems, targets, first_orders):
+                problem._calibrate(arrays, y_pm, X.shape[1], order)
         xbar = self._problems[0]._xbar
         xbar_dot = np.zeros(0)
-        if xbar.size:
-            xbar_dot = np.asarray(X @ xbar, dtype=np.float64).ravel()  # x̄·x_i, O(mk)
+        if xbar.size:  # x̄·x_i for the rows of ``arrays``, O(mk)
+            rows = sp.csr_matrix(arrays[::-1], shape=X.shape)
+            xbar_dot = np.asarray(rows @ xbar, dtype=np.float64).ravel()
         for epoch in range(max_iter):
             start = time.perf_counter()
             loss_sum = n_err = 0.0
             for k, (problem, y_pm) in enumerate(zip(self._problems, targets)):
-                order = first_orders[k] if first_orders and epoch == 0 else problem._order(m)
+                order = first_orders[k] if first_orders and epoch == 0 else problem._order(m, block)
                 part_loss, part_err = problem._epoch(arrays, y_pm, order, xbar_dot)
                 loss_sum, n_err = loss_sum + part_loss, n_err + part_err
             self._combine()
-            yield epoch + 1, time.perf_counter() - start, loss_sum / m, n_err / m
+            seconds = time.perf_counter() - start + (copy_seconds if epoch == 0 else 0.0)
+            yield epoch + 1, seconds, loss_sum / m, n_err / m
 
     def _combine(self):
         """coef_, intercept_ and the counters from every problem's (w, b)."""
@@ -502,7 +527,7 @@ class SGDClassifier(ClassifierMixin, _BaseSGD):
         average=None,
         epsilon=None,
         max_iter=5,
-        shuffle=True,
+        shuffle="block",
         random_state=None,
         verbose=0,
     ):
@@ -614,7 +639,7 @@ class SGDRegressor(RegressorMixin, _BaseSGD):
         average=None,
         epsilon=None,
         max_iter=5,
-        shuffle=True,
+        shuffle="block",
         random_state=None,
         verbose=0,
     ):

@@ -164,6 +164,28 @@ def test_bad_input_fails_cleanly(tmp_path, capsys, body, extra, message):
     assert _files(out) == []
 
 
+def test_bad_input_leaves_no_output_directory_prep_made(tmp_path):
+    p = tmp_path / "bad.svm"
+    p.write_text("1 1:1\n-1 2:x\n")
+    assert main(["prep", str(p), "--out", str(tmp_path / "new" / "out")]) == 2
+    assert os.listdir(tmp_path / "new") == []
+
+
+def test_the_input_is_parsed_once(tmp_path):
+    from mpisgd.data.convert import convert
+    from mpisgd.data.sources import open_source
+
+    p, X, y = _input(tmp_path)
+    source = open_source(str(p), "libsvm", "auto", None, True)
+    calls = []
+    chunks = source.chunks
+    source.chunks = lambda *a: calls.append(a) or chunks(*a)
+    convert(source, str(tmp_path / "out"), "in", n_shards=2, test_fraction=0.2, log=lambda s: 0)
+    assert len(calls) == 1
+    Xs, ys, _ = _read(sorted((tmp_path / "out").glob("in-*.h5")))
+    assert sum(len(v) for v in ys) == len(y)
+
+
 @pytest.mark.parametrize("opener,ext", [(gzip.open, ".gz"), (bz2.open, ".bz2")])
 def test_truncated_compressed_input(tmp_path, capsys, opener, ext):
     p, _, _ = _input(tmp_path, rows=3000)

@@ -1,21 +1,24 @@
 """Convert a source into K shards (the work of ``mpisgd prep``), serial or MPI.
 
-Two passes over the input, each rank over its own part (``block_range`` of
-the source's size; text parts cut at line starts):
+The text is parsed once, each rank over its own part (``block_range`` of the
+source's size; text parts cut at line starts):
 
-1. Parse and check everything (nothing is written before the input is known
-   to be good); reduce the counts, the index range and the label classes;
-   decide the index base, n_features and the label mapping.
-2. Parse again and route every row: global row i goes to the test split iff
-   hash(seed, i) < test_fraction; its position j within its split, shuffled
-   (if asked) by a seeded bijection p = π(j) of [0, M), goes to shard p mod K
-   at p div K (round-robin) or to the contiguous block holding p. Each rank
-   appends its rows to per-(split, shard) piece files; after a barrier each
-   shard's owner concatenates the pieces in rank order (ordering them by
-   position when shuffled) into the shard.
+1. Parse and check everything, writing each rank's rows as parsed (raw
+   indices, labels as written, normalized if asked) to a binary piece of a
+   hidden temporary directory, so that no shard is written before the input
+   is known to be good; reduce the counts, the index range and the label
+   classes; decide the index base, n_features and the label mapping.
+2. Read the binary piece back and route every row: global row i goes to the
+   test split iff hash(seed, i) < test_fraction; its position j within its
+   split, shuffled (if asked) by a seeded bijection p = π(j) of [0, M), goes
+   to shard p mod K at p div K (round-robin) or to the contiguous block
+   holding p. Each rank appends its rows to per-(split, shard) piece files;
+   after a barrier each shard's owner concatenates the pieces in rank order
+   (ordering them by position when shuffled) into the shard.
 
 Every row's destination depends only on its global index, so the shards
-hold the same rows in the same order for any number of ranks.
+hold the same rows in the same order for any number of ranks. On any error
+the temporary directory goes (and the output directory, if prep made it).
 Memory: one text chunk per rank, plus one shard when shuffling.
 """
 
@@ -36,6 +39,8 @@ from mpisgd.errors import MpisgdError
 TAG_SPLIT, TAG_SHUFFLE = 11, 12
 FIELDS = (("lens", np.int64), ("indices", np.int32), ("data", np.float64),
           ("y", np.float64), ("pos", np.int64))
+PARSED = FIELDS[:4]  # a rank's rows as parsed (pass 1)
+BLOCK_ROWS = 1 << 16  # rows per block read back from a binary piece
 
 
 @njit(cache=True)
@@ -130,16 +135,43 @@ def convert(source, out_dir, name, n_shards=1, layout="round-robin", shuffle_see
     if not 0.0 <= test_fraction < 1.0:
         raise MpisgdError(f"test_fraction: must lie in [0, 1), got {test_fraction}")
     say = log if c.rank == 0 else (lambda *a, **k: None)
-    path = source.path
     size = source.size if c.size > 1 else None
     start, stop = (0, None) if size is None else block_range(size, c.size, c.rank)
 
-    # Pass 1: parse and check; every rank reports its counts or its first error.
+    tmp = os.path.join(out_dir, f".{name}.prep-tmp")
+    made_out = False
+    if c.rank == 0:
+        made_out = not os.path.isdir(out_dir)
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+    c.barrier()
+    done = False
+    try:
+        manifest = _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout,
+                            shuffle_seed, normalize, test_fraction, test_shards, split_seed,
+                            split_name, n_features, binary, dtype, compression, command)
+        done = True
+    finally:
+        if c.rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if made_out and not done:
+                try:
+                    os.rmdir(out_dir)  # only if empty
+                except OSError:
+                    pass
+    return manifest
+
+
+def _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout, shuffle_seed,
+             normalize, test_fraction, test_shards, split_seed, split_name, n_features, binary,
+             dtype, compression, command):
+    path = source.path
+    # Pass 1: parse and check, keeping the rows; every rank reports its counts or its first error.
+    parsed = os.path.join(tmp, f"parsed.{c.rank:06d}")
     stats = libsvm.ParseStats()
     err = None
     try:
-        for *_, st in source.chunks(start, stop):
-            stats.merge(st)
+        _parse(source, start, stop, parsed, normalize, stats)
     except libsvm.ParseError as exc:
         err = ("line", exc.line, exc.what)
     except MpisgdError as exc:
@@ -193,51 +225,35 @@ def convert(source, out_dir, name, n_shards=1, layout="round-robin", shuffle_see
     if mapping.get("0") == -1:
         say("prep: labels {0, 1} mapped to {-1, +1}")
 
-    # Destinations: counts per split and rank, so each rank knows its offsets.
+    # Split sizes (the test split is a hash of the global row index).
     row0 = sum(e[2] for e in every[: c.rank])
     test_rows_mine = int(_test_mask(split_seed, row0, stats.rows, test_fraction).sum()) \
         if test_fraction > 0 else 0
-    tests = c.allgather(test_rows_mine)
-    rows_per_rank = [e[2] for e in every]
-    n_test = sum(tests)
+    n_test = sum(c.allgather(test_rows_mine))
     n_train = total.rows - n_test
     splits = [("train" if test_fraction > 0 else split_name, n_train, n_shards)]
     if test_fraction > 0:
         splits.append(("test", n_test, test_shards))
-    j0 = {0: sum(rows_per_rank[q] - tests[q] for q in range(c.rank)),
-          1: sum(tests[: c.rank])}
     for s, (sname, m, k) in enumerate(splits):
         if m < k:
             raise MpisgdError(f"{path}: {m} {sname or ''} rows cannot fill {k} shards")
 
-    tmp = os.path.join(out_dir, f".{name}.prep-tmp")
-    if c.rank == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
+    # Pass 2: each rank writes its share of the shards from every rank's piece.
+    jobs = [(s, k) for s in range(len(splits)) for k in range(splits[s][2])]
+    lo, hi = block_range(len(jobs), c.size, c.rank)
+    attrs = {
+        "source": os.path.abspath(path), "label_mapping": mapping, "command": command,
+        "zero_based_input": bool(zero_based), "normalized": bool(normalize),
+        "shuffle_seed": -1 if shuffle_seed is None else int(shuffle_seed),
+        "layout": layout, "test_fraction": float(test_fraction),
+        "split_seed": int(split_seed),
+    }
+    pieces = [os.path.join(tmp, f"parsed.{q:06d}") for q in range(c.size)]
+    files = _write_shards(pieces, jobs[lo:hi], splits, shift, mapping, shuffle_seed, layout,
+                          test_fraction, split_seed, out_dir, name, nf, dtype, compression,
+                          attrs)
+    every_files = c.allgather(files)
     c.barrier()
-    try:
-        _route(source, start, stop, tmp, c.rank, row0, j0, splits, shift, mapping, normalize,
-               shuffle_seed, layout, test_fraction, split_seed)
-        c.barrier()
-        jobs = [(s, k) for s in range(len(splits)) for k in range(splits[s][2])]
-        lo, hi = block_range(len(jobs), c.size, c.rank)
-        files = {}
-        attrs = {
-            "source": os.path.abspath(path), "label_mapping": mapping, "command": command,
-            "zero_based_input": bool(zero_based), "normalized": bool(normalize),
-            "shuffle_seed": -1 if shuffle_seed is None else int(shuffle_seed),
-            "layout": layout, "test_fraction": float(test_fraction),
-            "split_seed": int(split_seed),
-        }
-        for s, k in jobs[lo:hi]:
-            sname, m, K = splits[s]
-            files[(s, k)] = _finish(tmp, c.size, s, k, sname, K, m, layout, out_dir, name, nf,
-                                    dtype, compression, shuffle_seed is not None, attrs)
-        every_files = c.allgather(files)
-        c.barrier()
-    finally:
-        if c.rank == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
     shards = {}
     for f in every_files:
         shards.update(f)
@@ -269,98 +285,126 @@ def _destinations(js, m, K, layout, shuffle_seed):
     return k, p - (m * k) // K
 
 
-def _route(source, start, stop, tmp, rank, row0, j0, splits, shift, mapping, normalize,
-           shuffle_seed, layout, test_fraction, split_seed):
-    g = row0
-    next_j = dict(j0)
-    for indptr, indices, data, y, st in source.chunks(start, stop):
-        r = len(y)
-        if shift:
-            indices -= shift
-        if mapping.get("0") == -1:
-            y = np.where(y == 0.0, -1.0, y)
-        if normalize:
-            _l2_normalize(indptr, data)
-        split = _test_mask(split_seed, g, r, test_fraction).astype(np.int64) \
-            if test_fraction > 0 else np.zeros(r, np.int64)
-        shard = np.empty(r, np.int64)
-        pos = np.empty(r, np.int64)
-        for s in range(len(splits)):
-            rows = np.flatnonzero(split == s)
-            js = next_j[s] + np.arange(len(rows), dtype=np.int64)
-            next_j[s] += len(rows)
-            shard[rows], pos[rows] = _destinations(js, splits[s][1], splits[s][2], layout,
-                                                   shuffle_seed)
-        key = split * (1 << 40) + shard
-        order = np.argsort(key, kind="stable")
-        bounds = np.flatnonzero(np.diff(key[order])) + 1
-        for grp in np.split(order, bounds):
-            if not len(grp):
-                continue
-            s, k = int(split[grp[0]]), int(shard[grp[0]])
-            take, lens = _gather(indptr, grp)
-            d = os.path.join(tmp, f"{s}.{k}")
-            os.makedirs(d, exist_ok=True)
-            for (field, dt), arr in zip(FIELDS, (lens, indices[take], data[take], y[grp],
-                                                 pos[grp])):
-                with open(os.path.join(d, f"{rank:06d}.{field}"), "ab") as f:
-                    np.asarray(arr, dt).tofile(f)
-        g += r
+def _parse(source, start, stop, parsed, normalize, stats):
+    """Pass 1: parse the range once into ``stats`` and the binary piece ``parsed.*``."""
+    files = {field: open(f"{parsed}.{field}", "wb") for field, _ in PARSED}
+    try:
+        for indptr, indices, data, y, st in source.chunks(start, stop):
+            stats.merge(st)
+            if normalize:
+                _l2_normalize(indptr, data)
+            for (field, dt), arr in zip(PARSED, (np.diff(indptr), indices, data, y)):
+                np.asarray(arr, dt).tofile(files[field])
+    finally:
+        for f in files.values():
+            f.close()
 
 
-def _finish(tmp, n_ranks, s, k, sname, K, m, layout, out_dir, name, nf, dtype, compression,
-            shuffled, attrs):
-    """Concatenate the pieces of shard (s, k) from every rank into the shard file."""
-    split_part = f"-{sname}" if sname else ""
-    path = os.path.join(out_dir, f"{name}{split_part}-{k:05d}.h5")
-    n_rows = (m - k + K - 1) // K if layout == "round-robin" else \
-        block_range(m, K, k)[1] - block_range(m, K, k)[0]
-    d = os.path.join(tmp, f"{s}.{k}")
-    ranks = [r for r in range(n_ranks) if os.path.exists(os.path.join(d, f"{r:06d}.lens"))]
+def _read_parsed(parsed):
+    """Yield (indptr, indices, data, y) blocks of BLOCK_ROWS rows of a binary piece."""
+    files = {field: open(f"{parsed}.{field}", "rb") for field, _ in PARSED}
+    try:
+        while True:
+            lens = np.fromfile(files["lens"], np.int64, BLOCK_ROWS)
+            if not len(lens):
+                return
+            indptr = np.zeros(len(lens) + 1, np.int64)
+            np.cumsum(lens, out=indptr[1:])
+            nnz = int(indptr[-1])
+            yield (indptr, np.fromfile(files["indices"], np.int32, nnz),
+                   np.fromfile(files["data"], np.float64, nnz),
+                   np.fromfile(files["y"], np.float64, len(lens)))
+    finally:
+        for f in files.values():
+            f.close()
 
-    def load(r, field, dt):
-        return np.fromfile(os.path.join(d, f"{r:06d}.{field}"), dt)
 
-    with ShardWriter(path, nf, np.dtype(dtype), compression, shard_index=k, shard_count=K,
-                     split=sname or "", **attrs) as w:
-        step = 1 << 16
-        if shuffled:  # the whole shard in memory, ordered by position
-            cat = {field: np.concatenate([load(r, field, dt) for r in ranks]) if ranks else
-                   np.zeros(0, dt) for field, dt in FIELDS}
-            indptr = np.zeros(len(cat["lens"]) + 1, np.int64)
-            np.cumsum(cat["lens"], out=indptr[1:])
-            order = np.argsort(cat["pos"], kind="stable")
-            if not np.array_equal(cat["pos"][order], np.arange(n_rows)):
-                raise RuntimeError(f"prep: shard {path} positions are not a permutation")
-            for a in range(0, len(order), step):
-                o = order[a : a + step]
-                take, lens = _gather(indptr, o)
-                ip = np.zeros(len(o) + 1, np.int64)
-                np.cumsum(lens, out=ip[1:])
-                w.append(ip, cat["indices"][take], cat["data"][take], cat["y"][o])
-        else:  # stream the pieces in rank order, a block of rows at a time
-            expect = 0
-            for r in ranks:
-                files = {field: open(os.path.join(d, f"{r:06d}.{field}"), "rb")
-                         for field, _ in FIELDS}
-                try:
-                    while True:
-                        lens = np.fromfile(files["lens"], np.int64, step)
-                        if not len(lens):
-                            break
-                        m_rows, m_nnz = len(lens), int(lens.sum())
-                        pos = np.fromfile(files["pos"], np.int64, m_rows)
-                        if pos[0] != expect or pos[-1] != expect + m_rows - 1:
-                            raise RuntimeError(f"prep: shard {path} rows out of order")
-                        expect += m_rows
-                        ip = np.zeros(m_rows + 1, np.int64)
-                        np.cumsum(lens, out=ip[1:])
-                        w.append(ip, np.fromfile(files["indices"], np.int32, m_nnz),
-                                 np.fromfile(files["data"], np.float64, m_nnz),
-                                 np.fromfile(files["y"], np.float64, m_rows))
-                finally:
-                    for f in files.values():
-                        f.close()
-            if expect != n_rows:
-                raise RuntimeError(f"prep: shard {path} has {expect} rows, expected {n_rows}")
-        return w.close(n_rows_split=m)
+def _write_shards(pieces, jobs, splits, shift, mapping, shuffle_seed, layout, test_fraction,
+                  split_seed, out_dir, name, nf, dtype, compression, attrs):
+    """Pass 2: read the parsed pieces in rank order (global row order) and append
+    the rows of the shards ``jobs`` [(split, shard)] to them; with a shuffle,
+    hold each of those shards in memory and write it ordered by position.
+    Returns {(split, shard): path}."""
+    shuffled = shuffle_seed is not None
+    writers, expect, held = {}, {}, {}
+    try:
+        for s, k in jobs:
+            sname, m, K = splits[s]
+            path = os.path.join(out_dir, f"{name}{'-' + sname if sname else ''}-{k:05d}.h5")
+            writers[(s, k)] = ShardWriter(path, nf, np.dtype(dtype), compression, shard_index=k,
+                                          shard_count=K, split=sname or "", **attrs)
+            expect[(s, k)] = 0
+            held[(s, k)] = []
+        g = 0  # global row index of the block's first row
+        next_j = [0] * len(splits)  # position within each split of its next row
+        for piece in pieces:
+            for indptr, indices, data, y in _read_parsed(piece):
+                r = len(y)
+                split = _test_mask(split_seed, g, r, test_fraction).astype(np.int64) \
+                    if test_fraction > 0 else np.zeros(r, np.int64)
+                shard = np.empty(r, np.int64)
+                pos = np.empty(r, np.int64)
+                for s in range(len(splits)):
+                    rows = np.flatnonzero(split == s)
+                    js = next_j[s] + np.arange(len(rows), dtype=np.int64)
+                    next_j[s] += len(rows)
+                    shard[rows], pos[rows] = _destinations(js, splits[s][1], splits[s][2], layout,
+                                                           shuffle_seed)
+                g += r
+                if shift:
+                    indices -= shift
+                if mapping.get("0") == -1:
+                    y = np.where(y == 0.0, -1.0, y)
+                for job in jobs:
+                    grp = np.flatnonzero((split == job[0]) & (shard == job[1]))
+                    if not len(grp):
+                        continue
+                    take, lens = _gather(indptr, grp)
+                    if shuffled:
+                        held[job].append((lens, indices[take], data[take], y[grp], pos[grp]))
+                        continue
+                    if pos[grp[0]] != expect[job] or pos[grp[-1]] != expect[job] + len(grp) - 1:
+                        raise RuntimeError(f"prep: shard {writers[job].path} rows out of order")
+                    expect[job] += len(grp)
+                    ip = np.zeros(len(grp) + 1, np.int64)
+                    np.cumsum(lens, out=ip[1:])
+                    writers[job].append(ip, indices[take], data[take], y[grp])
+        files = {}
+        for job in jobs:
+            if shuffled:
+                _append_by_position(writers[job], held.pop(job))
+            n_rows = _shard_rows(splits[job[0]][1], splits[job[0]][2], job[1], layout)
+            if writers[job].n_rows != n_rows:
+                raise RuntimeError(f"prep: shard {writers[job].path} has "
+                                   f"{writers[job].n_rows} rows, expected {n_rows}")
+            files[job] = writers[job].close(n_rows_split=splits[job[0]][1])
+        return files
+    except BaseException:
+        for w in writers.values():
+            w.abort()
+        raise
+
+
+def _shard_rows(m, K, k, layout):
+    """Rows of shard k of a split of m rows."""
+    if layout == "round-robin":
+        return (m - k + K - 1) // K
+    lo, hi = block_range(m, K, k)
+    return hi - lo
+
+
+def _append_by_position(writer, parts, step=1 << 16):
+    """Append the held rows of a shuffled shard in the order of their positions."""
+    fields = list(zip(*parts)) if parts else [[np.zeros(0, dt)] for _, dt in FIELDS]
+    lens, indices, data, y, pos = (np.concatenate(f) for f in fields)
+    indptr = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(lens, out=indptr[1:])
+    order = np.argsort(pos, kind="stable")
+    if not np.array_equal(pos[order], np.arange(len(pos))):
+        raise RuntimeError(f"prep: shard {writer.path} positions are not a permutation")
+    for a in range(0, len(order), step):
+        o = order[a : a + step]
+        take, part_lens = _gather(indptr, o)
+        ip = np.zeros(len(o) + 1, np.int64)
+        np.cumsum(part_lens, out=ip[1:])
+        writer.append(ip, indices[take], data[take], y[o])
