@@ -102,22 +102,29 @@ def section_throughput(quick, tmp):
     reps = 2 if quick else 3
     print(f"\n## throughput: per-rank rows/s over the training loop (wall time from the first round to the "
           f"last, i.e. without start-up and the final sync), RCV1-scale shards ({rounds:,} rows each)\n")
-    print("| protocol | -n 1 rows/s | -n 2 rows/s per rank | ratio | -n 2 time in MPI calls |")
-    print("|---|---:|---:|---:|---:|")
+    print("| protocol | -n 1 rows/s | -n 2 rows/s per rank | -n 2 / -n 1 | -n 1 vs none | -n 2 vs none | "
+          "-n 2 time in MPI calls | -n 2 bytes |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     print(f"(load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)\n")
-    for proto in (["--protocol", "none"], ["--protocol", "dynamic", "--delta", "10", "--period", "8"],
-                  ["--protocol", "dynamic", "--delta", "10", "--period", "64"],
-                  ["--protocol", "dynamic", "--delta", "10", "--period", "8", "--mode", "async"]):
-        per, share = {1: [], 2: []}, []
+    protocols = {"none": ["--protocol", "none"], "static b=8": ["--protocol", "static", "--period", "8"],
+                 "dynamic Δ=10 b=8": ["--protocol", "dynamic", "--delta", "10", "--period", "8"],
+                 "dynamic Δ=10 b=8 sync": ["--protocol", "dynamic", "--delta", "10", "--period", "8",
+                                           "--mode", "sync"]}
+    rows = {}
+    for name, proto in protocols.items():
+        per, share, nbytes = {1: [], 2: []}, [], []
         for _ in range(reps):  # alternate, so that load from others hits both alike
             for ranks, shards in ((1, paths[:1]), (2, paths)):
                 rep = train(ranks, [*shards, *LEARNER, *proto], Path(tmp) / "tp")
                 per[ranks].append(statistics.median(s["rows"] / s["time"]["loop"] for s in rep["per_rank"]))
                 if ranks == 2:
                     share.append(rep["time"]["communication"]["max"] / rep["time"]["wall"])
-        one, two = statistics.median(per[1]), statistics.median(per[2])
-        print(f"| {' '.join(proto[1:])} | {one:,.0f} | {two:,.0f} | {two / one:.2f} | "
-              f"{100 * statistics.median(share):.0f} % |")
+                    nbytes.append(rep["communication"]["total_bytes"])
+        rows[name] = (statistics.median(per[1]), statistics.median(per[2]), statistics.median(share),
+                      statistics.median(nbytes))
+    for name, (one, two, share, nbytes) in rows.items():
+        print(f"| {name} | {one:,.0f} | {two:,.0f} | {two / one:.2f} | {one / rows['none'][0]:.2f} | "
+              f"{two / rows['none'][1]:.2f} | {100 * share:.0f} % | {nbytes:,.0f} |")
 
 
 def section_share(quick, tmp):
