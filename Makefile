@@ -56,5 +56,5 @@ venv-mpi:
 
 # Allreduce and ping-pong over two network namespaces, static vs dynamic across them
 # (root, after venv-mpi; a few minutes).
-bench-network: venv-mpi
-	NUMBA_NUM_THREADS=1 .venv-mpi/bin/python bench/bench_network.py
+bench-network: $(STAMP) venv-mpi
+	NUMBA_NUM_THREADS=1 $(PY) bench/bench_network.py

@@ -113,10 +113,14 @@ class NetnsCluster:
         self.hostfile.write_text("".join(f"{host} slots=1\n" for host in HOSTS))
 
     def set_rate(self, rate, burst="64kb", latency="50ms"):
-        """Token bucket on each end's egress: ``rate`` per direction."""
+        """Token bucket on each end's egress: ``rate`` per direction; None removes it."""
         for ns in self.namespaces:
-            _run(self.ip, "netns", "exec", ns, self.tc, "qdisc", "replace", "dev", DEVICE, "root",
-                 "tbf", "rate", rate, "burst", burst, "latency", latency)
+            tc = [self.ip, "netns", "exec", ns, self.tc, "qdisc"]
+            if rate is None:
+                _run(*tc, "del", "dev", DEVICE, "root", check=False)
+            else:
+                _run(*tc, "replace", "dev", DEVICE, "root", "tbf", "rate", rate, "burst", burst,
+                     "latency", latency)
         self.rate = rate
 
     def qdisc(self):
@@ -124,9 +128,17 @@ class NetnsCluster:
         return _run(self.ip, "netns", "exec", self.namespaces[0], self.tc, "-s", "qdisc", "show",
                     "dev", DEVICE, check=False).stdout.strip()
 
-    def mpirun(self, *command, ranks=2, env_names=()):
-        """argv of ``mpirun`` in the first namespace, ranks placed alternately on the two nodes."""
+    def mpirun(self, *command, ranks=2, env_names=(), busy_poll=False):
+        """argv of ``mpirun`` in the first namespace, ranks placed alternately on the two nodes.
+
+        Both "nodes" share this machine's cores, so a rank waiting for a message
+        yields its core (mpi_yield_when_idle) instead of spinning as Open MPI does
+        on a real node: a spinning waiter kept its peer off the core for whole
+        scheduler ticks (4 ms at HZ=250), 16-60 ms per Allreduce of any size
+        under load (bench/bench_network.py measures both; ``busy_poll=True``
+        keeps Open MPI's default)."""
         exports = [arg for name in env_names for arg in ("-x", name)]
+        waiting = [] if busy_poll else ["--mca", "mpi_yield_when_idle", "1"]
         return [
             self.ip, "netns", "exec", self.namespaces[0], self.mpirun_path, "-n", str(ranks),
             "--hostfile", str(self.hostfile), "--map-by", "node", "--oversubscribe",
@@ -134,7 +146,7 @@ class NetnsCluster:
             "--mca", "btl", "tcp,self",
             "--mca", "btl_tcp_if_include", SUBNET,
             "--mca", "oob_tcp_if_include", SUBNET,
-            *exports, *map(str, command),
+            *waiting, *exports, *map(str, command),
         ]
 
     def stop(self):
