@@ -93,7 +93,18 @@ class NetnsCluster:
             raise
         return cluster
 
+    def _remove_stale(self):
+        """Namespaces of an earlier test process that died before its cleanup."""
+        for name in _run(self.ip, "netns", "list", check=False).stdout.split():
+            parts = name.split("-")
+            if len(parts) == 4 and parts[0] == "mpisgd" and parts[1].isdigit():
+                try:
+                    os.kill(int(parts[1]), 0)
+                except ProcessLookupError:
+                    _run(self.ip, "netns", "del", name, check=False)
+
     def _start(self):
+        self._remove_stale()
         a, b = self.namespaces
         for ns in self.namespaces:
             _run(self.ip, "netns", "add", ns)
