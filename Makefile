@@ -11,7 +11,7 @@ STAMP   := $(VENV)/.installed
 # pytest exits 5 when it collects nothing; that is not a failure of a partial run.
 PYTEST_OK := || [ $$? -eq 5 ]
 
-.PHONY: venv demo test test-serial test-mpi bench reproduce clean
+.PHONY: venv demo test test-serial test-mpi bench reproduce clean venv-mpi bench-network
 
 venv: $(STAMP)
 
@@ -48,3 +48,13 @@ clean:
 # results, tables and figures under runs/reproduce.
 reproduce: $(STAMP)
 	NUMBA_NUM_THREADS=1 $(PY) bench/reproduce.py --out runs/reproduce --jobs 2
+
+# Debian's Open MPI and .venv-mpi with mpi4py built against it: the README's
+# "Using a cluster's MPI" lines, as CI runs them (root; a few minutes the first time).
+venv-mpi:
+	bash .ci/system_mpi.sh
+
+# Allreduce and ping-pong over two network namespaces, static vs dynamic across them
+# (root, after venv-mpi; a few minutes).
+bench-network: $(STAMP) venv-mpi
+	NUMBA_NUM_THREADS=1 $(PY) bench/bench_network.py
