@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import time
 
 import numpy as np
@@ -36,9 +35,6 @@ FORMAT_VERSION = 1
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out
-# Tests only (tests/test_checkpoint.py): "RANK:ROUND" makes that rank SIGKILL
-# itself right after the checkpoint of that round is complete.
-KILL_HOOK = "MPISGD_TEST_KILL_AFTER_CHECKPOINT"
 
 _ROUND = re.compile(r"^round-(\d+)$")
 
@@ -261,7 +257,6 @@ class Checkpointer:
         self.last = time.monotonic()
         self.written += 1
         self.time += self.last - start
-        _test_kill_hook(self.rank, t)
 
     def _prune(self, t):
         """Keep round t and the newest complete checkpoints before it (KEEP in
@@ -273,9 +268,3 @@ class Checkpointer:
             if u not in keep:
                 shutil.rmtree(path, ignore_errors=True)
 
-
-def _test_kill_hook(rank, t):
-    """Tests only: SIGKILL this rank after the checkpoint of round t if
-    $MPISGD_TEST_KILL_AFTER_CHECKPOINT is "rank:t" (tests/test_checkpoint.py)."""
-    if os.environ.get(KILL_HOOK) == f"{rank}:{t}":
-        os.kill(os.getpid(), signal.SIGKILL)

@@ -2,7 +2,7 @@
 (``mpiexec -n 3 python -m mpi4py -m mpisgd train ...`` in subprocesses):
 
 - a dynamic-protocol run whose rank 1 is SIGKILLed right after a checkpoint
-  (the test hook $MPISGD_TEST_KILL_AFTER_CHECKPOINT=rank:round) dies at once;
+  (tests/helpers/kill_after_checkpoint.py wraps the command) dies at once;
   resumed, it ends with the same final model, metrics, timeline and
   message/byte counters as the same run uninterrupted (synthetic stream, and
   HDF5 shards with a rank that streams two shards);
@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from helpers.env import MPIEXEC, ROOT, job_env
@@ -36,9 +38,14 @@ PROTOCOL = ["--mode", "sync", "--protocol", "dynamic", "--delta", 0.5, "--period
             "--augmentation", "random-one", "--protocol-seed", 7, "--timeline-every", 50, "--quiet"]
 
 
-def job(out, *args, n=RANKS, timeout=HANG, **env):
-    """Run ``mpisgd train ... --out OUT``; (exit code, stdout + stderr, seconds)."""
-    cmd = [str(MPIEXEC), "-n", str(n), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train",
+KILLER = Path(__file__).resolve().parent / "helpers" / "kill_after_checkpoint.py"
+
+
+def job(out, *args, n=RANKS, timeout=HANG, kill_after=None, **env):
+    """Run ``mpisgd train ... --out OUT``; (exit code, stdout + stderr, seconds).
+    ``kill_after`` (rank, round): that rank SIGKILLs itself after that checkpoint."""
+    entry = ["-m", "mpisgd"] if kill_after is None else [str(KILLER), *map(str, kill_after)]
+    cmd = [str(MPIEXEC), "-n", str(n), sys.executable, "-m", "mpi4py", *entry, "train",
            *map(str, args), "--out", str(out)]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=job_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -90,8 +97,7 @@ def kill_and_resume(tmp_path, reference, args, kill_round, every):
     """Checkpoint every ``every`` rounds, SIGKILL rank 1 after the checkpoint of
     ``kill_round``, resume from the same --out; the result equals ``reference``."""
     out = tmp_path / "killed"
-    rc, text, seconds = job(out, *args, "--checkpoint-every", every,
-                            MPISGD_TEST_KILL_AFTER_CHECKPOINT=f"1:{kill_round}")
+    rc, text, seconds = job(out, *args, "--checkpoint-every", every, kill_after=(1, kill_round))
     assert rc != 0, text
     assert "Killed" in text or "signal 9" in text, text
     assert seconds < PROMPT, f"the killed job took {seconds:.1f} s to end"

@@ -17,17 +17,18 @@ Two layouts, both plain HDF5 for any reader:
   (HDF5 checks every chunk it reads) and the compressor.
 
 Files are written under a temporary name in the target directory and
-renamed at the end, so a failed write never leaves a partial shard.
+renamed at the end (``mpisgd.atomic``), so a failed write never leaves a
+partial shard.
 """
 
 import json
 import mmap
 import os
-import tempfile
 
 import numpy as np
 from numba import njit
 
+from mpisgd.atomic import AtomicFile
 from mpisgd.errors import MpisgdError
 
 FORMAT = "mpisgd-shard"
@@ -112,11 +113,12 @@ class ShardWriter:
         self.compression_kw = _filters(compression)
         self.compression = compression
         directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(
-            prefix="." + os.path.basename(self.path) + ".", suffix=".tmp", dir=directory
-        )
-        os.close(fd)
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise MpisgdError(f"{self.path}: cannot write ({exc.strerror or exc})") from None
+        self.out = AtomicFile(self.path)
+        self.tmp = self.out.tmp
         self.attrs = dict(attrs)
         self.n_rows = 0
         self.nnz = 0
@@ -124,6 +126,7 @@ class ShardWriter:
         self.raw = {}
         if compression == "none":
             for name, dt in _STREAMED:
+                self.out.extra.append(f".{name}")
                 self.raw[name] = open(f"{self.tmp}.{name}", "wb")
             np.zeros(1, np.int64).tofile(self.raw["indptr"])
         else:
@@ -154,19 +157,34 @@ class ShardWriter:
             "data": np.asarray(data, dtype=self.dtype),
             "labels": np.asarray(y, np.float64),
         }
-        for name, arr in new.items():
-            if self.raw:
-                arr.tofile(self.raw[name])
-            else:
-                d = self.f[name]
-                n0 = d.shape[0]
-                d.resize((n0 + len(arr),))
-                d[n0:] = arr
+        try:
+            for name, arr in new.items():
+                if self.raw:
+                    arr.tofile(self.raw[name])
+                else:
+                    d = self.f[name]
+                    n0 = d.shape[0]
+                    d.resize((n0 + len(arr),))
+                    d[n0:] = arr
+        except OSError as exc:  # e.g. a full disk
+            self._fail(exc)
         self.n_rows += k
         self.nnz += m
 
     def close(self, **attrs):
         """Write the attributes, flush, rename into place; returns the path."""
+        try:
+            self._finish(attrs)
+        except OSError as exc:  # e.g. a full disk
+            self._fail(exc)
+        self.out.commit()
+        return self.path
+
+    def _fail(self, exc):
+        self.abort()
+        raise MpisgdError(f"{self.path}: cannot write ({exc.strerror or exc})") from None
+
+    def _finish(self, attrs):
         import h5py
 
         self.attrs.update(attrs)
@@ -222,22 +240,17 @@ class ShardWriter:
             if key not in a:
                 a[key] = _attr_value(v)
         self.f.close()
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(self.tmp, 0o666 & ~umask)  # mkstemp made it private
-        os.replace(self.tmp, self.path)
-        return self.path
 
     def abort(self):
-        try:
-            for fh in self.raw.values():
-                fh.close()
-            if self.f is not None:
-                self.f.close()
-        finally:
-            for name in [""] + [f".{n}" for n, _ in _STREAMED]:
-                if os.path.exists(self.tmp + name):
-                    os.unlink(self.tmp + name)
+        """Drop the shard: close and remove its temporary files."""
+        for fh in [*self.raw.values(), self.f]:
+            try:
+                if fh is not None:
+                    fh.close()
+            except Exception:  # removed next anyway (on a full disk the flush fails)
+                pass
+        self.raw, self.f = {}, None
+        self.out.discard()
 
     def __enter__(self):
         return self
@@ -407,8 +420,9 @@ class Shard:
             return np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0)
         indptr = np.array(self._get("indptr", slice(start, stop + 1)))
         a, b = int(indptr[0]), int(indptr[-1])
-        if not 0 <= a <= b <= self.nnz:
-            raise MpisgdError(f"{self.path}: rows {start}..{stop} hold inconsistent CSR data")
+        if not 0 <= a <= b <= self.nnz or np.any(indptr[1:] < indptr[:-1]):  # row bounds in order
+            raise MpisgdError(f"{self.path}: rows {start}..{stop} hold inconsistent CSR data "
+                              f"(dataset 'indptr' not non-decreasing within [0, nnz])")
         indices = np.asarray(self._get("indices", slice(a, b)))
         data = np.asarray(self._get("data", slice(a, b))).astype(np.float64, copy=False)
         y = np.asarray(self._get("labels", slice(start, stop)))
