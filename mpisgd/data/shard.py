@@ -45,6 +45,8 @@ DATASETS = ("indptr", "indices", "data", "labels", "feature_sums")
 # again (the next epoch) is not checksummed again.
 _VERIFIED = {}
 _STREAMED = (("indptr", np.int64), ("indices", np.int32), ("data", None), ("labels", np.float64))
+# What h5py raises on a file whose HDF5 structure is damaged.
+_CORRUPT = (OSError, RuntimeError, KeyError, ValueError, TypeError)
 
 
 @njit(cache=True, nogil=True)
@@ -296,9 +298,12 @@ class Shard:
             ) from None
         try:
             self._check()
-        except Exception:
-            self.f.close()
+        except MpisgdError:
+            self.close()
             raise
+        except _CORRUPT as exc:
+            self.close()
+            raise MpisgdError(f"{self.path}: not a readable shard (corrupt HDF5 structure: {exc})") from None
 
     def _check(self):
         a = self.f.attrs
@@ -404,7 +409,7 @@ class Shard:
             return self.maps[name][sel]
         try:
             return self.f[name][sel]
-        except OSError as exc:
+        except _CORRUPT as exc:
             raise MpisgdError(
                 f"{self.path}: dataset {name!r} is corrupt (checksum or read error: {exc})"
             ) from None
@@ -457,7 +462,10 @@ class Shard:
 
     def close(self):
         self.maps = {}
-        self.f.close()
+        try:
+            self.f.close()
+        except _CORRUPT:  # a damaged file can fail to close; it was only read
+            pass
 
     def __enter__(self):
         return self
