@@ -7,6 +7,8 @@
   message/byte counters as the same run uninterrupted (synthetic stream, and
   HDF5 shards with a rank that streams two shards);
 - time-based checkpoints change no counter;
+- SIGTERM (to the launcher or to one rank) makes every rank checkpoint at the
+  next poll and exit with 75; resumed, the run ends as an uninterrupted one;
 - a checkpoint of another configuration, of another format version, or with
   a rank file missing is refused with the file and the setting named; an
   incomplete newest checkpoint is passed over for the previous complete one.
@@ -219,6 +221,50 @@ def test_incomplete_checkpoints(tmp_path, reference):
     (src / "checkpoints" / "round-400" / "COMPLETE").unlink()
     text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", src)
     assert "no complete checkpoint" in text and "round-400" in text and "round-500" in text, text
+
+
+PACED = Path(__file__).resolve().parent / "helpers" / "paced.py"
+
+
+@pytest.mark.parametrize("signalled", ["launcher", "one rank"])
+def test_sigterm_checkpoints_stops_and_resumes_to_the_same_result(tmp_path, reference, signalled):
+    """SIGTERM to mpiexec (which passes it to every rank, as at a SLURM time
+    limit) or to rank 1 alone: every rank checkpoints at the next poll and the
+    job exits with 75, without outputs; resumed, the run ends as the
+    uninterrupted one. Nothing is lost: the checkpoint is of the round where it stopped."""
+    from mpisgd.checkpoint import EXIT_STOPPED
+
+    out = tmp_path / "stopped"
+    cmd = [str(MPIEXEC), "-n", str(RANKS), sys.executable, "-m", "mpi4py", str(PACED), "0.3", "train",
+           *map(str, SYNTHETIC), *map(str, PROTOCOL), "--checkpoint-seconds", 3600, "--poll-rows", 50,
+           "--out", str(out)]
+    proc = subprocess.Popen(list(map(str, cmd)), cwd=ROOT, env=job_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for line in proc.stdout:  # mid-run: after the poll of round 150
+            if line.startswith("paced: round 150"):
+                break
+        if signalled == "launcher":
+            os.kill(proc.pid, signal.SIGTERM)
+        else:
+            from test_faults import _ranks
+
+            os.kill(_ranks(proc.pid)[1], signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=HANG)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = stdout + stderr
+    assert proc.returncode == EXIT_STOPPED, text
+    assert "stopped by a signal" in text and "Traceback" not in text, text
+    stopped = rounds_in(out)[-1]
+    assert 150 <= stopped < 600 and stopped % 50 == 0, text
+    assert f"checkpoint of round {stopped}" in text, text
+    assert not (out / "report.json").exists() and not (out / "model.h5").exists()
+    ok(out, *SYNTHETIC, *PROTOCOL, "--checkpoint-seconds", 3600, "--resume", out)
+    report = json.loads((out / "report.json").read_text())
+    assert report["checkpoints"]["resumed_from"]["round"] == stopped
+    assert_same_run(reference / "plain", out)
 
 
 def test_async_mode_refuses_checkpoints(tmp_path):
