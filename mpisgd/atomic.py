@@ -5,14 +5,19 @@ A failure to write (a full disk, a lost permission) is an ``MpisgdError``
 naming the target, and leaves the target as it was."""
 
 import os
+import re
 import tempfile
 from contextlib import contextmanager
 
 from mpisgd.errors import MpisgdError
 
 
-def _cannot_write(path, exc):
-    return MpisgdError(f"{path}: cannot write ({exc.strerror or exc})")
+def write_error(path, exc):
+    """The MpisgdError for an OSError while writing ``path`` (the reason in
+    one line: h5py's messages hold the errno deep inside a long text)."""
+    errno = exc.errno or next((int(m) for m in re.findall(r"errno = (\d+)", str(exc))), None)
+    reason = os.strerror(errno) if errno else str(exc).splitlines()[0]
+    return MpisgdError(f"{path}: cannot write ({reason})")
 
 
 class AtomicFile:
@@ -30,7 +35,7 @@ class AtomicFile:
             fd, self.tmp = tempfile.mkstemp(dir=self.directory, prefix="." + os.path.basename(self.path) + ".",
                                             suffix=".tmp")
         except OSError as exc:
-            raise _cannot_write(self.path, exc) from None
+            raise write_error(self.path, exc) from None
         os.close(fd)
 
     def commit(self):
@@ -50,7 +55,7 @@ class AtomicFile:
                     os.close(fd)
         except OSError as exc:
             self.discard()
-            raise _cannot_write(self.path, exc) from None
+            raise write_error(self.path, exc) from None
 
     def discard(self):
         for name in [self.tmp] + [self.tmp + suffix for suffix in self.extra]:
@@ -70,7 +75,7 @@ def atomic_path(path, fsync=False):
         yield out.tmp
     except OSError as exc:
         out.discard()
-        raise _cannot_write(out.path, exc) from None
+        raise write_error(out.path, exc) from None
     except BaseException:
         out.discard()
         raise
