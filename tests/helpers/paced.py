@@ -5,16 +5,17 @@
 Runs ``mpisgd train ARGS...`` (with a checkpointer); every rank sleeps
 SECONDS at each of the checkpointer's polls, and rank 0 prints
 ``paced: round T`` there, so that a test can signal the job mid-run whatever
-the machine's speed. The slowdown lives here, not in mpisgd.
+the machine's speed. The slowdown lives here, not in mpisgd
+(paced_site/ applies it to the jobs of a batch script).
 """
 
 import sys
 import time
 
 
-def main(seconds, argv):
+def pace(seconds):
+    """Make every Checkpointer poll take ``seconds`` longer (and rank 0 print it)."""
     from mpisgd import checkpoint
-    from mpisgd.cli import main as mpisgd
 
     due = checkpoint.Checkpointer.due
 
@@ -26,6 +27,12 @@ def main(seconds, argv):
         return due(self, t)
 
     checkpoint.Checkpointer.due = paced_due
+
+
+def main(seconds, argv):
+    from mpisgd.cli import main as mpisgd
+
+    pace(seconds)
     return mpisgd(argv)
 
 
