@@ -10,6 +10,7 @@ The last test runs a script through jobs/local.sh, the same without SLURM.
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -163,9 +164,10 @@ def test_train_job_at_its_time_limit_checkpoints_requeues_and_resumes(cluster, t
     SIGTERM to the ranks, the run checkpoints at its next poll and stops, the
     job requeues itself and resumes, as often as it takes; the final model
     equals an uninterrupted run's. The run is paced (tests/helpers/paced.py,
-    8 s per poll of 50 rounds: ~100 s in all) so that the limit falls mid-run
-    on any machine. SLURM holds a requeued job for 2 minutes (BeginTime); the
-    test releases it at once."""
+    10 s per poll of 50 rounds: over 120 s in all) so that the limit falls
+    mid-run on any machine. SLURM holds a requeued job for 2 minutes
+    (BeginTime); the test releases it at once. ``sbatch --wait`` may return
+    at the requeue, so the test waits until the job has left the queue."""
     import threading
 
     from mpisgd.model import LinearModel
@@ -190,17 +192,20 @@ def test_train_job_at_its_time_limit_checkpoints_requeues_and_resumes(cluster, t
     releaser.start()
     runs = tmp_path / "runs"
     env = dict(cluster.env, MPISGD_RUNS=str(runs), MPISGD_VENV=str(VENV), MPISGD_WARM="0",
-               MPISGD_TEST_PACE="8", PYTHONPATH=str(ROOT / "tests" / "helpers" / "paced_site"))
+               MPISGD_TEST_PACE="10", PYTHONPATH=str(ROOT / "tests" / "helpers" / "paced_site"))
     try:
         rc, job, out = cluster.sbatch_wait(
             JOBS / "train.sbatch", *args, env=env, cwd=ROOT, timeout=900,
             options=["--output", str(tmp_path / "job.out"), "--ntasks", "2", "--time", "2",
                      "--signal", "B:TERM@30"])
+        deadline = time.monotonic() + 600
+        while job in cluster.run("squeue", "-h", "-o", "%i").stdout.split() and time.monotonic() < deadline:
+            time.sleep(2)
     finally:
         done.set()
         releaser.join()
     log = (tmp_path / "job.out").read_text()
-    assert rc == 0, out + log
+    assert job and (runs / job / "model.h5").exists(), out + log
     assert "requeueing job" in log and "resuming from the checkpoints" in log, log
     assert "stopped by a signal (SIGTERM)" in log, log
     a = LinearModel.load(tmp_path / "reference" / "model.h5")
