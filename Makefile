@@ -10,6 +10,16 @@ MPIEXEC := $(VENV)/bin/mpiexec
 STAMP   := $(VENV)/.installed
 # pytest exits 5 when it collects nothing; that is not a failure of a partial run.
 PYTEST_OK := || [ $$? -eq 5 ]
+# -ra: the reason of every skip (and failure) in the summary.
+PYTEST  := $(PY) -m pytest -q -ra
+# Under mpiexec (the tests marked mpi only): a failure on one rank fails the test on
+# every rank (tests/conftest.py), and the first failure ends the run (-x); a test
+# still running after MPI_TEST_TIMEOUT s ends its rank, and so the job (pytest-timeout's
+# thread method); a job still running after MPI_JOB_TIMEOUT s is killed.
+MPI_TEST_TIMEOUT ?= 300
+MPI_JOB_TIMEOUT  ?= 1800
+mpi_pytest = timeout -k 10 $(MPI_JOB_TIMEOUT) $(MPIEXEC) -n $(1) $(PYTEST) -x --only-mpi -m mpi \
+	-p no:cacheprovider --timeout $(MPI_TEST_TIMEOUT) --timeout-method thread $(PYTEST_OK)
 
 .PHONY: venv demo test test-serial test-mpi bench reproduce clean venv-mpi bench-network
 
@@ -28,11 +38,11 @@ demo: $(STAMP)
 test: test-serial test-mpi
 
 test-serial: $(STAMP)
-	$(PY) -m pytest -q
+	$(PYTEST)
 
 test-mpi: $(STAMP)
-	$(MPIEXEC) -n 2 $(PY) -m pytest -q --only-mpi -p no:cacheprovider $(PYTEST_OK)
-	$(MPIEXEC) -n 3 $(PY) -m pytest -q --only-mpi -p no:cacheprovider $(PYTEST_OK)
+	$(call mpi_pytest,2)
+	$(call mpi_pytest,3)
 
 # Full-size benchmarks (tens of minutes; results and how to read them in bench/README.md).
 bench: $(STAMP)

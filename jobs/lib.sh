@@ -5,7 +5,7 @@
 #      MPISGD_VENV, MPISGD_RUNS, MPISGD_LAUNCHER, MPISGD_MPIEXEC,
 #      MPISGD_SRUN_MPI, MPISGD_WARM.
 # Out: PY, NTASKS, JOB_TAG, OUT (created) and the functions mpisgd_launch,
-#      mpisgd_warm, default_data.
+#      mpisgd_command, mpisgd_train_requeueable, mpisgd_warm, default_data.
 
 set -euo pipefail
 
@@ -37,6 +37,12 @@ rm -f "$probe"
 # MPISGD_LAUNCHER=srun: srun --mpi=$MPISGD_SRUN_MPI (default pmi2; pmix for a
 #   cluster MPI built with PMIx), for an mpi4py built against the cluster's MPI.
 mpisgd_launch() {
+    mpisgd_command "$@"
+    "${CMD[@]}"
+}
+
+# mpisgd_command ARGS...: sets CMD to the command line of mpisgd_launch, and prints it.
+mpisgd_command() {
     local launcher
     case "${MPISGD_LAUNCHER:-mpiexec}" in
         mpiexec) launcher=("${MPISGD_MPIEXEC:-$MPISGD_VENV/bin/mpiexec}" -n "$NTASKS") ;;
@@ -44,8 +50,39 @@ mpisgd_launch() {
         *) die "MPISGD_LAUNCHER must be mpiexec or srun, not '$MPISGD_LAUNCHER'" ;;
     esac
     # `python -m mpi4py` turns an uncaught exception on any rank into MPI_Abort.
-    echo "+ ${launcher[*]} $PY -m mpi4py -m mpisgd $*"
-    "${launcher[@]}" "$PY" -m mpi4py -m mpisgd "$@"
+    CMD=("${launcher[@]}" "$PY" -m mpi4py -m mpisgd "$@")
+    echo "+ ${CMD[*]}"
+}
+
+# mpisgd_train_requeueable ARGS...: `mpisgd train ARGS` that survives a time
+# limit (docs/CLUSTER.md, "Time limits"). With `#SBATCH --signal=B:TERM@60`
+# SLURM sends SIGTERM to this shell 60 s before the limit; it passes the signal
+# to the launcher, which passes it to every rank; mpisgd checkpoints at its
+# next poll and exits with 75. The job then requeues itself (`#SBATCH
+# --requeue`), and the requeued job, finding a complete checkpoint in OUT,
+# resumes from it (--resume OUT).
+mpisgd_train_requeueable() {
+    local resume=() pid rc=0
+    if compgen -G "$OUT/checkpoints/round-*/COMPLETE" >/dev/null; then
+        resume=(--resume "$OUT")
+        echo "mpisgd job $JOB_TAG: resuming from the checkpoints in $OUT/checkpoints"
+    fi
+    mpisgd_command train "$@" "${resume[@]}"
+    "${CMD[@]}" &
+    pid=$!
+    trap 'echo "mpisgd job $JOB_TAG: SIGTERM, passed on to the ranks"; kill -TERM "$pid" 2>/dev/null || true' TERM
+    # `wait` returns early (status > 128) when the trap runs: wait again until the launcher is gone.
+    while :; do
+        rc=0
+        wait "$pid" || rc=$?
+        kill -0 "$pid" 2>/dev/null || break
+    done
+    trap - TERM
+    if [ "$rc" = 75 ] && [[ ${SLURM_JOB_ID:-} =~ ^[0-9]+$ ]]; then
+        echo "mpisgd job $JOB_TAG: stopped after a checkpoint; requeueing job $SLURM_JOB_ID to go on"
+        scontrol requeue "$SLURM_JOB_ID"
+    fi
+    return "$rc"
 }
 
 # default_data ARGS...: DATA=(--synthetic disjunction) unless ARGS name data

@@ -1,29 +1,82 @@
-"""Writing a file so that it is either complete or absent."""
+"""Writing a file so that it is either complete or absent: every output of
+mpisgd (models, reports, timelines, checkpoints, shards, manifests, plots)
+is written under a temporary name beside its target and renamed into place.
+A failure to write (a full disk, a lost permission) is an ``MpisgdError``
+naming the target, and leaves the target as it was."""
 
 import os
+import re
 import tempfile
 from contextlib import contextmanager
+
+from mpisgd.errors import MpisgdError
+
+
+def write_error(path, exc):
+    """The MpisgdError for an OSError while writing ``path`` (the reason in
+    one line: h5py's messages hold the errno deep inside a long text)."""
+    errno = exc.errno or next((int(m) for m in re.findall(r"errno = (\d+)", str(exc))), None)
+    reason = os.strerror(errno) if errno else str(exc).splitlines()[0]
+    return MpisgdError(f"{path}: cannot write ({reason})")
+
+
+class AtomicFile:
+    """A temporary file beside ``path`` (name in ``tmp``): ``commit()``
+    renames it onto ``path`` (permissions as the umask allows; with
+    ``fsync`` flushed to disk first, and the rename after it); ``discard()``
+    removes it and every ``tmp + suffix`` side file named in ``extra``."""
+
+    def __init__(self, path, fsync=False):
+        self.path = os.fspath(path)
+        self.fsync = fsync
+        self.directory = os.path.dirname(os.path.abspath(self.path))
+        self.extra = []
+        try:
+            fd, self.tmp = tempfile.mkstemp(dir=self.directory, prefix="." + os.path.basename(self.path) + ".",
+                                            suffix=".tmp")
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
+        os.close(fd)
+
+    def commit(self):
+        try:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(self.tmp, 0o666 & ~umask)  # mkstemp made it private
+            if self.fsync:
+                with open(self.tmp, "rb") as f:
+                    os.fsync(f.fileno())
+            os.replace(self.tmp, self.path)
+            if self.fsync:  # the rename itself reaches the disk
+                fd = os.open(self.directory, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            self.discard()
+            raise write_error(self.path, exc) from None
+
+    def discard(self):
+        for name in [self.tmp] + [self.tmp + suffix for suffix in self.extra]:
+            try:
+                os.unlink(name)
+            except FileNotFoundError:
+                pass
 
 
 @contextmanager
 def atomic_path(path, fsync=False):
-    """Yield a temporary name beside ``path`` to write to. On success it
-    replaces ``path`` (permissions as the umask allows; flushed to disk first
-    with ``fsync``); on any failure it is removed."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    os.close(fd)
+    """Yield a temporary name beside ``path`` to write to; on success it
+    replaces ``path`` (``AtomicFile.commit``), on any failure it is removed.
+    An ``OSError`` inside the block becomes an ``MpisgdError`` naming ``path``."""
+    out = AtomicFile(path, fsync)
     try:
-        yield tmp
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private
-        if fsync:
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
+        yield out.tmp
+    except OSError as exc:
+        out.discard()
+        raise write_error(out.path, exc) from None
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        out.discard()
         raise
+    out.commit()

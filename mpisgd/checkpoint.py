@@ -15,9 +15,17 @@ what its ``Run`` holds (``Run.checkpoint_state``). A rank file holds named
 float/int arrays (``/``-separated groups) and scalar or JSON attributes.
 Only the newest ``KEEP`` complete checkpoints are kept.
 
-The collectives of checkpointing (the time-based decision, the barriers)
-use the raw communicator: they are not counted, so a resumed run reports the
-same messages and bytes as an uninterrupted one.
+Graceful stop: while a ``Checkpointer`` exists, SIGTERM (what a scheduler
+sends at a time limit, or ``--signal`` ahead of it) only raises a flag on
+the rank that receives it. Every ``poll`` rounds the ranks agree (one
+Allreduce) on whether any rank was signalled and, for --checkpoint-seconds,
+whether rank 0 finds a checkpoint due; on a stop every rank checkpoints at
+that round and the run ends with ``Stopped`` (exit code ``EXIT_STOPPED``),
+so no work is lost and ``--resume`` goes on from there.
+
+The collectives of checkpointing (the decision, the barriers) use the raw
+communicator: they are not counted, so a resumed run reports the same
+messages and bytes as an uninterrupted one.
 """
 
 import json
@@ -25,6 +33,7 @@ import os
 import re
 import shutil
 import signal
+import sys
 import time
 
 import numpy as np
@@ -36,9 +45,8 @@ FORMAT_VERSION = 2  # 2: the agreed check awaiting its resolution (sync mode set
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out
-# Tests only (tests/test_checkpoint.py): "RANK:ROUND" makes that rank SIGKILL
-# itself right after the checkpoint of that round is complete.
-KILL_HOOK = "MPISGD_TEST_KILL_AFTER_CHECKPOINT"
+EXIT_STOPPED = 75  # stopped by a signal after a complete checkpoint: resume to go on (EX_TEMPFAIL)
+STOP_SIGNALS = (signal.SIGTERM,)
 
 _ROUND = re.compile(r"^round-(\d+)$")
 
@@ -191,14 +199,23 @@ def check(directory, manifest, current):
 # -- taking checkpoints --------------------------------------------------------------
 
 
+class Stopped(SystemExit):
+    """The run stopped on a signal after a complete checkpoint (every rank
+    raises it at the same round); the exit code is ``EXIT_STOPPED``."""
+
+    def __init__(self):
+        super().__init__(EXIT_STOPPED)
+
+
 class Checkpointer:
     """When and where a run's ranks checkpoint, and the collective write.
 
     ``comm``: the raw communicator; ``directory``: OUT/checkpoints;
     ``every``: rounds between checkpoints (0: off); ``seconds``: at least
-    this long between checkpoints (0: off), decided by rank 0 every
-    ``poll`` rounds and agreed by a broadcast; ``configuration``: the
-    fingerprint stored in the manifest.
+    this long between checkpoints (0: off), decided by rank 0; ``poll``:
+    rounds between the ranks' agreements on a time-based checkpoint or a
+    stop (module docstring); ``configuration``: the fingerprint stored in
+    the manifest. Creating one makes ``STOP_SIGNALS`` request a stop.
     """
 
     def __init__(self, comm, directory, every, seconds, poll, configuration):
@@ -210,28 +227,49 @@ class Checkpointer:
         self.last = time.monotonic()
         self.written = 0
         self.time = 0.0  # seconds spent deciding and writing
+        self.signalled = None  # the stop signal this rank received
+        self.stopping = None  # the round at which every rank agreed to stop
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._request_stop)
+
+    def _request_stop(self, signum, frame):
+        self.signalled = signal.Signals(signum).name
 
     def next_stop(self, t):
         """The next round after t at which every rank must stop to ask ``due``."""
-        stops = []
+        stops = [(t // self.poll + 1) * self.poll]  # a stop signal can come at any time
         if self.every:
             stops.append((t // self.every + 1) * self.every)
-        if self.seconds:
-            stops.append((t // self.poll + 1) * self.poll)
-        return min(stops) if stops else None
+        return min(stops)
 
     def due(self, t):
         """Whether to checkpoint at the end of round t (same answer on every
-        rank; a collective when time-based)."""
+        rank; a collective every ``poll`` rounds)."""
+        from mpi4py import MPI
+
         start = time.monotonic()
         yes = bool(self.every) and t % self.every == 0
-        if not yes and self.seconds and t % self.poll == 0:
-            late = self.rank == 0 and time.monotonic() - self.last >= self.seconds
-            flag = np.array([late], dtype=np.int8)
-            self.comm.Bcast(flag, root=0)
-            yes = bool(flag[0])
+        if t % self.poll == 0:
+            late = self.rank == 0 and bool(self.seconds) and time.monotonic() - self.last >= self.seconds
+            flags = np.array([late, self.signalled is not None], dtype=np.int8)
+            agreed = np.zeros_like(flags)
+            self.comm.Allreduce(flags, agreed, op=MPI.MAX)
+            if agreed[1]:
+                self.stopping = t
+            yes = yes or bool(agreed.any())
         self.time += time.monotonic() - start
         return yes
+
+    def exit_if_stopping(self):
+        """After ``save``: if the ranks agreed to stop, say so (rank 0) and
+        raise ``Stopped`` on every rank."""
+        if self.stopping is None:
+            return
+        if self.rank == 0:
+            print(f"mpisgd: stopped by a signal ({self.signalled or 'on another rank'}) after the "
+                  f"checkpoint of round {self.stopping} in {self.directory}; run again with --resume "
+                  f"to go on (exit code {EXIT_STOPPED})", file=sys.stderr, flush=True)
+        raise Stopped()
 
     def save(self, t, arrays, attrs):
         """Write this rank's file of round t; rank 0 marks the checkpoint
@@ -261,7 +299,6 @@ class Checkpointer:
         self.last = time.monotonic()
         self.written += 1
         self.time += self.last - start
-        _test_kill_hook(self.rank, t)
 
     def _prune(self, t):
         """Keep round t and the newest complete checkpoints before it (KEEP in
@@ -272,10 +309,3 @@ class Checkpointer:
         for u, path in _rounds(self.directory):
             if u not in keep:
                 shutil.rmtree(path, ignore_errors=True)
-
-
-def _test_kill_hook(rank, t):
-    """Tests only: SIGKILL this rank after the checkpoint of round t if
-    $MPISGD_TEST_KILL_AFTER_CHECKPOINT is "rank:t" (tests/test_checkpoint.py)."""
-    if os.environ.get(KILL_HOOK) == f"{rank}:{t}":
-        os.kill(os.getpid(), signal.SIGKILL)

@@ -140,6 +140,9 @@ class OnlineLearners:
             raise MpisgdError(f"labels: loss {self.loss!r} needs labels -1/+1, row {row} has {y[row]!r}")
         if status == online.BAD_FEATURE:
             raise MpisgdError(f"features: non-finite value (NaN or inf) in row {row}")
+        if status == online.BAD_INDEX:
+            raise MpisgdError(f"features: row {row} has a feature index outside [0, {self.n_features}) "
+                              "or row bounds outside its indices")
         if status == online.BAD_OWNER:
             raise MpisgdError(f"owner: learner ids must lie in [0, {self.k}), row {row} has {owner[row]}")
         if status == online.DIVERGED:

@@ -204,6 +204,7 @@ def timelines(paths, out, names=None):
 def _save(fig, path):
     import os
 
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), "." + os.path.basename(path) + ".tmp.png")
-    fig.savefig(tmp, dpi=130)
-    os.replace(tmp, path)
+    from mpisgd.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=130, format=os.path.splitext(path)[1][1:] or "png")

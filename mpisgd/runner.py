@@ -388,6 +388,7 @@ class Run:
                 self._record(t)
             if ck is not None and t < T and ck.due(t):
                 ck.save(t, *self.checkpoint_state(t))
+                ck.exit_if_stopping()  # on SIGTERM: every rank ends here (checkpoint.Stopped)
             if self.progress is not None and self.rank == 0:
                 self.progress(t, T)
         if T == 0:

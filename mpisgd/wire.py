@@ -10,8 +10,10 @@ touched since then, so a model message is
     dense:  float64 [α, b, u_0 … u_{n−1}]
             16 + 8·n bytes
 
-whichever is smaller (sparse when 12·nnz < 8·n). The receiver tells the two
-apart by length alone. Control and request messages are one int64 (8
+whichever is smaller (sparse when 12·nnz < 8·n), with idx strictly
+increasing (as ``np.flatnonzero`` gives them). The receiver tells the two
+apart by length alone, and refuses a message of any other length or with
+indices outside [0, n) or out of order: a message never writes outside u. Control and request messages are one int64 (8
 bytes). Both the MPI transport and the simulator take every size from here,
 so their byte counts agree by construction; the MPI counters record the
 buffers actually passed to MPI.
@@ -55,7 +57,10 @@ def encode(alpha, bias, idx, vals, n):
 
 
 def decode(buf, n):
-    """Model message -> dense z = [u, b, α] (length n + 2)."""
+    """Model message (1-D uint8) -> dense z = [u, b, α] (length n + 2)."""
+    if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1):
+        raise MpisgdError(f"wire: a model message is a 1-D uint8 buffer, not {type(buf).__name__} "
+                          f"{getattr(buf, 'dtype', '')}{getattr(buf, 'shape', '')}")
     size = len(buf)
     z = np.zeros(n + 2, dtype=np.float64)
     if size == 16 + 8 * n:
@@ -65,6 +70,9 @@ def decode(buf, n):
         nnz = (size - 16) // 12
         head = buf[: 16 + 8 * nnz].view(np.float64)
         idx = buf[16 + 8 * nnz :].view(np.int32)
+        if nnz and (idx[0] < 0 or idx[-1] >= n or (nnz > 1 and np.any(idx[1:] <= idx[:-1]))):
+            raise MpisgdError(f"wire: a sparse model message of {nnz} entries has indices outside "
+                              f"[0, {n}) or not strictly increasing")
         z[idx] = head[2:]
         body = head
     else:

@@ -2,11 +2,13 @@
 (``mpiexec -n 3 python -m mpi4py -m mpisgd train ...`` in subprocesses):
 
 - a dynamic-protocol run whose rank 1 is SIGKILLed right after a checkpoint
-  (the test hook $MPISGD_TEST_KILL_AFTER_CHECKPOINT=rank:round) dies at once;
+  (tests/helpers/kill_after_checkpoint.py wraps the command) dies at once;
   resumed, it ends with the same final model, metrics, timeline and
   message/byte counters as the same run uninterrupted (synthetic stream, and
   HDF5 shards with a rank that streams two shards);
 - time-based checkpoints change no counter;
+- SIGTERM (to the launcher or to one rank) makes every rank checkpoint at the
+  next poll and exit with 75; resumed, the run ends as an uninterrupted one;
 - a checkpoint of another configuration, of another format version, or with
   a rank file missing is refused with the file and the setting named; an
   incomplete newest checkpoint is passed over for the previous complete one.
@@ -19,6 +21,8 @@ import signal
 import subprocess
 import sys
 import time
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,9 +40,14 @@ PROTOCOL = ["--mode", "sync", "--protocol", "dynamic", "--delta", 0.5, "--period
             "--augmentation", "random-one", "--protocol-seed", 7, "--timeline-every", 50, "--quiet"]
 
 
-def job(out, *args, n=RANKS, timeout=HANG, **env):
-    """Run ``mpisgd train ... --out OUT``; (exit code, stdout + stderr, seconds)."""
-    cmd = [str(MPIEXEC), "-n", str(n), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train",
+KILLER = Path(__file__).resolve().parent / "helpers" / "kill_after_checkpoint.py"
+
+
+def job(out, *args, n=RANKS, timeout=HANG, kill_after=None, **env):
+    """Run ``mpisgd train ... --out OUT``; (exit code, stdout + stderr, seconds).
+    ``kill_after`` (rank, round): that rank SIGKILLs itself after that checkpoint."""
+    entry = ["-m", "mpisgd"] if kill_after is None else [str(KILLER), *map(str, kill_after)]
+    cmd = [str(MPIEXEC), "-n", str(n), sys.executable, "-m", "mpi4py", *entry, "train",
            *map(str, args), "--out", str(out)]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=job_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -90,8 +99,7 @@ def kill_and_resume(tmp_path, reference, args, kill_round, every):
     """Checkpoint every ``every`` rounds, SIGKILL rank 1 after the checkpoint of
     ``kill_round``, resume from the same --out; the result equals ``reference``."""
     out = tmp_path / "killed"
-    rc, text, seconds = job(out, *args, "--checkpoint-every", every,
-                            MPISGD_TEST_KILL_AFTER_CHECKPOINT=f"1:{kill_round}")
+    rc, text, seconds = job(out, *args, "--checkpoint-every", every, kill_after=(1, kill_round))
     assert rc != 0, text
     assert "Killed" in text or "signal 9" in text, text
     assert seconds < PROMPT, f"the killed job took {seconds:.1f} s to end"
@@ -215,6 +223,50 @@ def test_incomplete_checkpoints(tmp_path, reference):
     (src / "checkpoints" / "round-400" / "COMPLETE").unlink()
     text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", src)
     assert "no complete checkpoint" in text and "round-400" in text and "round-500" in text, text
+
+
+PACED = Path(__file__).resolve().parent / "helpers" / "paced.py"
+
+
+@pytest.mark.parametrize("signalled", ["launcher", "one rank"])
+def test_sigterm_checkpoints_stops_and_resumes_to_the_same_result(tmp_path, reference, signalled):
+    """SIGTERM to mpiexec (which passes it to every rank, as at a SLURM time
+    limit) or to rank 1 alone: every rank checkpoints at the next poll and the
+    job exits with 75, without outputs; resumed, the run ends as the
+    uninterrupted one. Nothing is lost: the checkpoint is of the round where it stopped."""
+    from mpisgd.checkpoint import EXIT_STOPPED
+
+    out = tmp_path / "stopped"
+    cmd = [str(MPIEXEC), "-n", str(RANKS), sys.executable, "-m", "mpi4py", str(PACED), "0.3", "train",
+           *map(str, SYNTHETIC), *map(str, PROTOCOL), "--checkpoint-seconds", 3600, "--poll-rows", 50,
+           "--out", str(out)]
+    proc = subprocess.Popen(list(map(str, cmd)), cwd=ROOT, env=job_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for line in proc.stdout:  # mid-run: after the poll of round 150
+            if line.startswith("paced: round 150"):
+                break
+        if signalled == "launcher":
+            os.kill(proc.pid, signal.SIGTERM)
+        else:
+            from test_faults import _ranks
+
+            os.kill(_ranks(proc.pid)[1], signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=HANG)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = stdout + stderr
+    assert proc.returncode == EXIT_STOPPED, text
+    assert "stopped by a signal" in text and "Traceback" not in text, text
+    stopped = rounds_in(out)[-1]
+    assert 150 <= stopped < 600 and stopped % 50 == 0, text
+    assert f"checkpoint of round {stopped}" in text, text
+    assert not (out / "report.json").exists() and not (out / "model.h5").exists()
+    ok(out, *SYNTHETIC, *PROTOCOL, "--checkpoint-seconds", 3600, "--resume", out)
+    report = json.loads((out / "report.json").read_text())
+    assert report["checkpoints"]["resumed_from"]["round"] == stopped
+    assert_same_run(reference / "plain", out)
 
 
 def test_async_mode_refuses_checkpoints(tmp_path):

@@ -4,16 +4,15 @@ scikit-learn, compressed inputs, byte ranges, and every kind of bad line."""
 import bz2
 import gzip
 import lzma
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.data import real_data
 
 from mpisgd.data import libsvm, textio
 from mpisgd.errors import MpisgdError
 from naive import naive_csr, naive_parse_svmlight
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def _random_text(rng, rows=300, n=50, crlf=False):
@@ -132,14 +131,14 @@ def test_zero_based_auto_and_explicit(tmp_path):
     assert X.shape == (2, 10)
 
 
-@pytest.mark.skipif(not (DATA / "a9a").is_dir(), reason="real data ../shared/data absent")
 @pytest.mark.parametrize("name,nf", [("a9a/a9a.t.bz2", 123), ("w8a/w8a.t.bz2", 300),
                                      ("rcv1_ccat_subset/rcv1_small_test.svm.bz2", 47236)])
 def test_real_data_matches_sklearn(name, nf):
     from sklearn.datasets import load_svmlight_file
 
-    X, y = libsvm.load_svmlight(DATA / name, n_features=nf)
-    X2, y2 = load_svmlight_file(str(DATA / name), n_features=nf)
+    path = real_data(name)
+    X, y = libsvm.load_svmlight(path, n_features=nf)
+    X2, y2 = load_svmlight_file(str(path), n_features=nf)
     assert X.shape == X2.shape and (X != X2).nnz == 0
     np.testing.assert_array_equal(X.data, X2.data)
     np.testing.assert_array_equal(y, y2)

@@ -6,17 +6,16 @@ import bz2
 import gzip
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from helpers.data import real_data
 
 from mpisgd.cli import main
 from mpisgd.data.libsvm import load_svmlight, write_svmlight
 from mpisgd.data.shard import open_shard
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def _read(paths):
@@ -245,9 +244,8 @@ def test_bad_vw_input(tmp_path, capsys, body, message):
     assert _files(out) == []
 
 
-@pytest.mark.skipif(not (DATA / "rcv1_ccat_subset").is_dir(), reason="../shared/data absent")
 def test_vw_and_libsvm_copies_of_rcv1_agree(tmp_path):
-    d = DATA / "rcv1_ccat_subset"
+    d = real_data("rcv1_ccat_subset")
     out = tmp_path / "out"
     for f, name in (("rcv1_small_test.vw.bz2", "vw"), ("rcv1_small_test.svm.bz2", "svm")):
         assert main(["prep", str(d / f), "--out", str(out), "--name", name,

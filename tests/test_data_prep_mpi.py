@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from helpers.mpi import on_every_rank
+
 from mpisgd.data.libsvm import write_svmlight
 from mpisgd.errors import MpisgdError
 
@@ -81,22 +83,22 @@ def test_parallel_equals_serial(shared_dir, options, compressed):
     if compressed:
         p += ".gz"
     par = os.path.join(d, "par")
-    assert main(["prep", p, "--out", par, "--name", "x"] + options) == 0
-    comm.Barrier()
-    if comm.rank == 0:
-        ser = os.path.join(d, "ser")
-        kw = dict(n_shards=int(options[1]), compression="none")
-        opts = dict(zip(options[::2], options[1::2])) if "--normalize" not in options else \
-            dict(zip(options[:-1][::2], options[:-1][1::2]))
-        convert(open_source(p, n_features=int(opts.get("--n-features", 0)) or None), ser, "x",
-                layout=opts.get("--layout", "round-robin"),
-                shuffle_seed=int(opts["--shuffle-seed"]) if "--shuffle-seed" in opts else None,
-                test_fraction=float(opts.get("--test-fraction", 0)),
-                test_shards=int(opts.get("--test-shards", 1)), normalize="--normalize" in options,
-                n_features=int(opts.get("--n-features", 0)) or None,
-                dtype=opts.get("--dtype", "float64"), log=lambda *a: None, **kw)
-        _same_shards(par, ser)
-    comm.Barrier()
+    with on_every_rank(comm):
+        assert main(["prep", p, "--out", par, "--name", "x"] + options) == 0
+    with on_every_rank(comm):  # rank 0 compares; a mismatch fails every rank
+        if comm.rank == 0:
+            ser = os.path.join(d, "ser")
+            kw = dict(n_shards=int(options[1]), compression="none")
+            opts = dict(zip(options[::2], options[1::2])) if "--normalize" not in options else \
+                dict(zip(options[:-1][::2], options[:-1][1::2]))
+            convert(open_source(p, n_features=int(opts.get("--n-features", 0)) or None), ser, "x",
+                    layout=opts.get("--layout", "round-robin"),
+                    shuffle_seed=int(opts["--shuffle-seed"]) if "--shuffle-seed" in opts else None,
+                    test_fraction=float(opts.get("--test-fraction", 0)),
+                    test_shards=int(opts.get("--test-shards", 1)), normalize="--normalize" in options,
+                    n_features=int(opts.get("--n-features", 0)) or None,
+                    dtype=opts.get("--dtype", "float64"), log=lambda *a: None, **kw)
+            _same_shards(par, ser)
 
 
 @pytest.mark.mpi(min_size=2)

@@ -157,3 +157,50 @@ def test_job_script_refuses_an_unwritable_output_dir_before_launching(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"cannot create the output directory {blocker}/" in proc.stderr
     assert "mpiexec" not in proc.stdout
+
+
+FAILING_MPI_TESTS = '''
+import pytest
+from mpi4py import MPI
+from helpers.mpi import Deferred
+
+pytestmark = pytest.mark.mpi(min_size=2)
+
+
+def test_deferred():  # a failed check inside a sequence of collectives, gathered to every rank
+    comm = MPI.COMM_WORLD.Dup()
+    checks = Deferred(comm)
+    for t in range(50):
+        comm.allreduce(t)
+        with checks.check():
+            assert not (comm.rank == 1 and t == 10), "deliberate failure on rank 1"
+    checks.raise_on_every_rank()
+
+
+def test_bare():  # a bare assert between collectives: the other ranks are left waiting
+    for t in range(50):
+        MPI.COMM_WORLD.allreduce(t)
+        assert not (MPI.COMM_WORLD.rank == 1 and t == 10), "deliberate bare failure on rank 1"
+'''
+
+
+@pytest.mark.parametrize("test", ["test_deferred", "test_bare"])
+def test_a_failing_assert_on_one_rank_fails_the_mpi_test_run_promptly(tmp_path, test):
+    """What `make test-mpi` runs (tests/conftest.py as a plugin, -x), on a
+    test that fails on rank 1 only: the run ends with a failure well within
+    60 s, gathered (the other ranks fail too) or by aborting the job."""
+    (tmp_path / "test_failing.py").write_text(FAILING_MPI_TESTS)
+    cmd = [str(MPIEXEC), "-n", "2", sys.executable, "-m", "pytest", "-p", "conftest", "-q", "-x",
+           "--only-mpi", "-m", "mpi", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+           f"{tmp_path}/test_failing.py::{test}"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=job_env(PYTHONPATH=HELPERS.parent), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    rc, out, seconds = finish(proc, timeout=HANG)
+    assert rc != 0, out
+    assert "deliberate" in out, out
+    if test == "test_deferred":
+        assert "failed on another rank:\nE           rank 1: AssertionError: deliberate failure" in out, out
+        assert out.count("1 failed") == 2, out  # on both ranks
+    else:
+        assert "aborting the job" in out, out
+    assert seconds < 60, f"{seconds:.1f} s"

@@ -68,8 +68,11 @@ class Checker:
     every model is equal; the violation counter stays below k."""
 
     def __init__(self):
+        from helpers.mpi import Deferred
+
         self.comm = world().Dup()
         self.k = self.comm.Get_size()
+        self.checks = Deferred(self.comm)  # a failed check must not leave the other ranks in a collective
         self.resolutions = 0
         self.full_syncs = 0
         self.sent = {}  # violators of the check begun last: their models as sent
@@ -87,6 +90,10 @@ class Checker:
     def after(self, t, run, members):
         models = self.models(run)
         members = self.comm.bcast(members, root=0)
+        with self.checks.check():
+            self._check(t, run, models, members)
+
+    def _check(self, t, run, models, members):
         np.testing.assert_allclose(models.mean(axis=0), self.before_models.mean(axis=0), rtol=0, atol=1e-10)
         r, r_b = run.learners.reference
         reference = np.append(r, r_b)
@@ -110,7 +117,10 @@ class Checker:
             assert run.coordinator.counter < self.k  # the counter forced a full sync in time
 
     def close(self):
-        self.comm.Free()
+        try:
+            self.checks.raise_on_every_rank()
+        finally:
+            self.comm.Free()
 
 
 @pytest.mark.parametrize("augmentation", ["random-one", "random-double", "farthest"])

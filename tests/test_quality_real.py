@@ -8,28 +8,26 @@ bias gain 0.01. Targets: objective within 0.5 % of the optimum, test error
 within 0.3 points of the optimum's.
 """
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.optimize
 from sklearn.preprocessing import normalize
 from sklearn.svm import LinearSVC
+from helpers.data import real_data
 
 from mpisgd import SGDClassifier
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SETS = {"a9a": 123, "w8a": 300}
 EPOCHS = 10
 
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real data not found at {DATA}")
 
 
 def load(name, n_features):
     from mpisgd.data.libsvm import load_svmlight
 
-    X, y = load_svmlight(DATA / name / f"{name}.bz2", n_features=n_features)
-    Xt, yt = load_svmlight(DATA / name / f"{name}.t.bz2", n_features=n_features)
+    X, y = load_svmlight(real_data(name, f"{name}.bz2"), n_features=n_features)
+    Xt, yt = load_svmlight(real_data(name, f"{name}.t.bz2"), n_features=n_features)
     return normalize(X), y, normalize(Xt), yt
 
 

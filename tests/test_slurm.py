@@ -10,6 +10,7 @@ The last test runs a script through jobs/local.sh, the same without SLURM.
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -156,3 +157,60 @@ def test_local_launcher_runs_the_array_tasks_it_is_given(tmp_path):
     assert [d.name.rsplit("_", 1)[1] for d in dirs] == ["0", "2"]
     assert all(d.name.startswith("local-") for d in dirs)
     assert [report(d)["configuration"]["protocol"]["delta"] for d in dirs] == [0.5, 8.0]
+
+
+def test_train_job_at_its_time_limit_checkpoints_requeues_and_resumes(cluster, tmp_path):
+    """A real time limit (--time 2, --signal B:TERM@30): the batch shell passes
+    SIGTERM to the ranks, the run checkpoints at its next poll and stops, the
+    job requeues itself and resumes, as often as it takes; the final model
+    equals an uninterrupted run's. The run is paced (tests/helpers/paced.py,
+    10 s per poll of 50 rounds: over 120 s in all) so that the limit falls
+    mid-run on any machine. SLURM holds a requeued job for 2 minutes
+    (BeginTime); the test releases it at once. ``sbatch --wait`` may return
+    at the requeue, so the test waits until the job has left the queue."""
+    import threading
+
+    from mpisgd.model import LinearModel
+
+    args = ["--synthetic", "disjunction", "--rounds", "600", "--features", "20", "--seed", "3",
+            "--protocol", "dynamic", "--delta", "1.0", "--period", "1", "--poll-rows", "50", "--quiet"]
+    ref = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train",
+                          *args, "--out", str(tmp_path / "reference")], cwd=ROOT, env=job_env(),
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert ref.returncode == 0, ref.stdout + ref.stderr
+
+    done = threading.Event()
+
+    def release_requeued():
+        while not done.wait(2):
+            for line in cluster.run("squeue", "-h", "-o", "%i %r").stdout.splitlines():
+                job, reason = line.split(maxsplit=1)
+                if reason.strip() == "BeginTime":
+                    cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+
+    releaser = threading.Thread(target=release_requeued, daemon=True)
+    releaser.start()
+    runs = tmp_path / "runs"
+    env = dict(cluster.env, MPISGD_RUNS=str(runs), MPISGD_VENV=str(VENV), MPISGD_WARM="0",
+               MPISGD_TEST_PACE="10", PYTHONPATH=str(ROOT / "tests" / "helpers" / "paced_site"))
+    try:
+        rc, job, out = cluster.sbatch_wait(
+            JOBS / "train.sbatch", *args, env=env, cwd=ROOT, timeout=900,
+            options=["--output", str(tmp_path / "job.out"), "--ntasks", "2", "--time", "2",
+                     "--signal", "B:TERM@30"])
+        deadline = time.monotonic() + 600
+        while job in cluster.run("squeue", "-h", "-o", "%i").stdout.split() and time.monotonic() < deadline:
+            time.sleep(2)
+    finally:
+        done.set()
+        releaser.join()
+    log = (tmp_path / "job.out").read_text()
+    assert job and (runs / job / "model.h5").exists(), out + log
+    assert "requeueing job" in log and "resuming from the checkpoints" in log, log
+    assert "stopped by a signal (SIGTERM)" in log, log
+    a = LinearModel.load(tmp_path / "reference" / "model.h5")
+    b = LinearModel.load(runs / job / "model.h5")
+    np.testing.assert_array_equal(b.coef, a.coef)
+    assert b.intercept == a.intercept
+    resumed = report(runs / job)["checkpoints"]["resumed_from"]["round"]
+    assert 0 < resumed < 600 and resumed % 50 == 0

@@ -27,3 +27,13 @@ def test_round_trip_and_size(n, nnz):
 def test_wrong_length_is_refused():
     with pytest.raises(MpisgdError, match="n_features=10"):
         wire.decode(np.zeros(21, dtype=np.uint8), 10)
+
+
+@pytest.mark.parametrize("idx", [[-1], [-2], [10], [11], [2**31 - 1], [3, 3], [5, 2]])
+def test_sparse_indices_outside_u_or_out_of_order_are_refused(idx):
+    """A negative index would land in the bias or scale slot of z, an index
+    >= n in them or beyond: refused, as are repeats and disorder."""
+    buf = wire.encode(1.0, 0.0, np.arange(len(idx), dtype=np.int32), np.ones(len(idx)), 10)
+    buf[16 + 8 * len(idx):].view(np.int32)[:] = idx
+    with pytest.raises(MpisgdError, match=r"indices outside \[0, 10\) or not strictly increasing"):
+        wire.decode(buf, 10)

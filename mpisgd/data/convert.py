@@ -30,6 +30,7 @@ import shutil
 import numpy as np
 from numba import njit
 
+from mpisgd.atomic import atomic_path
 from mpisgd.data import libsvm
 from mpisgd.data.partition import block_range
 from mpisgd.data.shard import DEFAULT_COMPRESSION, ShardWriter
@@ -267,9 +268,8 @@ def _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout, 
     }
     if c.rank == 0:
         mpath = os.path.join(out_dir, f"{name}{'-' + split_name if split_name else ''}.json")
-        with open(mpath + ".tmp", "w") as f:
+        with atomic_path(mpath) as tmp, open(tmp, "w") as f:
             json.dump(manifest, f, indent=1, default=int)
-        os.replace(mpath + ".tmp", mpath)
         for s, (sname, m, K) in enumerate(splits):
             say(f"prep: wrote {K} shard(s), {m} rows{' (' + sname + ')' if sname else ''}: "
                 f"{shards[(s, 0)]}{' ...' if K > 1 else ''}")

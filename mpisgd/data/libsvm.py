@@ -605,27 +605,15 @@ def _format_rows(indptr, indices, data, y, r0, r1, base, out):
 def write_svmlight(path, X, y, zero_based=False, rows_per_batch=65536):
     """Write CSR rows as LIBSVM text (values with 7 significant digits),
     atomically. Used by the benchmarks and tests to make large inputs fast."""
-    import os
-    import tempfile
+    from mpisgd.atomic import atomic_path
 
     X = X.tocsr()
     indptr = np.asarray(X.indptr, np.int64)
     y = np.asarray(y, np.float64)
     base = 0 if zero_based else 1
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for r0 in range(0, X.shape[0], rows_per_batch):
-                r1 = min(X.shape[0], r0 + rows_per_batch)
-                out = np.empty(24 * (r1 - r0) + 36 * int(indptr[r1] - indptr[r0]), np.uint8)
-                n = _format_rows(indptr, X.indices, X.data, y, r0, r1, base, out)
-                f.write(out[:n].tobytes())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        for r0 in range(0, X.shape[0], rows_per_batch):
+            r1 = min(X.shape[0], r0 + rows_per_batch)
+            out = np.empty(24 * (r1 - r0) + 36 * int(indptr[r1] - indptr[r0]), np.uint8)
+            n = _format_rows(indptr, X.indices, X.data, y, r0, r1, base, out)
+            f.write(out[:n].tobytes())

@@ -27,7 +27,7 @@ from mpisgd.kernels.losses import loss_and_dloss
 from mpisgd.kernels.schedules import eta
 
 # learn_rows' status codes (the row concerned comes with them)
-OK, BAD_LABEL, BAD_FEATURE, BAD_OWNER, DIVERGED = 0, 1, 2, 3, 4
+OK, BAD_LABEL, BAD_FEATURE, BAD_OWNER, DIVERGED, BAD_INDEX = 0, 1, 2, 3, 4, 5
 
 # Fold s back into v (a dense O(n) step) when it falls below this; as in
 # Bottou's svmsgd, whose bound keeps v, and so U, within 1e5 of w.
@@ -114,10 +114,11 @@ def learn_rows(
 
     Returns (status, row): (OK, −1), or the first row that is bad input
     (a label outside ±1 for a classification loss, a non-finite feature
-    value, an owner outside [0, k)) or where the run diverged (a prediction
+    value, an owner outside [0, k), a feature index outside [0, n) or row
+    bounds outside ``indices``) or where the run diverged (a prediction
     or update that is not finite); nothing from that row on is processed.
     """
-    k = alpha.shape[0]
+    k, n = V.shape
     for i in range(y.shape[0]):
         l = owner[i]
         if l < 0 or l >= k:
@@ -126,11 +127,15 @@ def learn_rows(
         if classification and abs(yi) != 1.0:
             return BAD_LABEL, i
         lo, hi = indptr[i], indptr[i + 1]
+        if not 0 <= lo <= hi <= min(indices.shape[0], data.shape[0]):
+            return BAD_INDEX, i
         rx = 0.0
         vx = 0.0
         for jj in range(lo, hi):
             x = data[jj]
             j = indices[jj]
+            if not 0 <= j < n:  # every later use of j is in this row: checked once here
+                return BAD_INDEX, i
             rx += r[j] * x
             vx += V[l, j] * x
         p = alpha[l] * rx + s[l] * vx + bias[l]  # p = w·x + b

@@ -1,0 +1,40 @@
+"""``mpisgd`` at a set pace, for the tests of graceful stops (SIGTERM).
+
+    mpiexec -n K python -m mpi4py tests/helpers/paced.py SECONDS train ARGS...
+
+Runs ``mpisgd train ARGS...`` (with a checkpointer); every rank sleeps
+SECONDS at each of the checkpointer's polls, and rank 0 prints
+``paced: round T`` there, so that a test can signal the job mid-run whatever
+the machine's speed. The slowdown lives here, not in mpisgd
+(paced_site/ applies it to the jobs of a batch script).
+"""
+
+import sys
+import time
+
+
+def pace(seconds):
+    """Make every Checkpointer poll take ``seconds`` longer (and rank 0 print it)."""
+    from mpisgd import checkpoint
+
+    due = checkpoint.Checkpointer.due
+
+    def paced_due(self, t):
+        if t % self.poll == 0:
+            if self.rank == 0:
+                print(f"paced: round {t}", flush=True)
+            time.sleep(seconds)
+        return due(self, t)
+
+    checkpoint.Checkpointer.due = paced_due
+
+
+def main(seconds, argv):
+    from mpisgd.cli import main as mpisgd
+
+    pace(seconds)
+    return mpisgd(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(float(sys.argv[1]), sys.argv[2:]))

@@ -1,0 +1,111 @@
+"""A full disk while writing a checkpoint, a model or a shard: a clear
+MpisgdError naming the file and the reason, the previous file intact, no
+temporary file left behind.
+
+The disk is a small tmpfs mounted for the test (needs root, as in CI);
+elsewhere the tests skip and say why.
+"""
+
+import os
+import signal
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mpisgd.errors import MpisgdError
+
+SIZE = 512 * 1024  # bytes of the small disk
+
+
+@pytest.fixture
+def disk():
+    """A fresh 512 KiB tmpfs; fill(leave) fills it up to ``leave`` free bytes."""
+    if os.geteuid() != 0:
+        pytest.skip("a full disk needs a tmpfs mount, which needs root")
+    d = tempfile.mkdtemp(prefix="mpisgd-full-")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE}", "tmpfs", d],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        os.rmdir(d)
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip() or proc.returncode}")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", d], check=False)
+        os.rmdir(d)
+
+
+def fill(d, leave=0):
+    """Fill the disk at ``d`` until at most ``leave`` bytes are free."""
+    with open(os.path.join(d, "filler"), "wb") as f:
+        chunk = b"\0" * 4096
+        try:
+            while os.statvfs(d).f_bavail * os.statvfs(d).f_frsize > leave + 4096:
+                f.write(chunk)
+                f.flush()
+        except OSError:
+            pass
+
+
+def leftovers(d):
+    """Temporary files (atomic writes) anywhere under d."""
+    return [os.path.join(r, n) for r, _dirs, names in os.walk(d) for n in names if n.endswith(".tmp")
+            or ".tmp." in n]
+
+
+def test_checkpoint_on_a_full_disk_keeps_the_previous_one(disk):
+    from mpi4py import MPI
+
+    from mpisgd import checkpoint
+
+    old_handler = signal.getsignal(signal.SIGTERM)
+    try:
+        ck = checkpoint.Checkpointer(MPI.COMM_SELF, os.path.join(disk, "checkpoints"), every=1, seconds=0,
+                                     poll=1, configuration={"run": 1})
+        small = {"w": np.arange(100.0)}
+        ck.save(1, small, {"note": "first"})
+        fill(disk, leave=8 * 1024)
+        with pytest.raises(MpisgdError, match="No space left on device") as err:
+            ck.save(2, {"w": np.arange(200_000.0)}, {"note": "second"})
+        assert "round-2" in str(err.value)
+    finally:
+        signal.signal(signal.SIGTERM, old_handler)
+    directory = os.path.join(disk, "checkpoints")
+    assert [t for t, _p in checkpoint.complete(directory)] == [1]
+    assert checkpoint.newest(disk).endswith("round-1")
+    arrays, attrs = checkpoint.read_rank(checkpoint.rank_file(checkpoint.newest(disk), 0))
+    np.testing.assert_array_equal(arrays["w"], small["w"])
+    assert attrs["note"] == "first"
+    assert leftovers(disk) == []
+
+
+def test_model_on_a_full_disk_keeps_the_previous_one(disk):
+    from mpisgd.model import LinearModel
+
+    path = os.path.join(disk, "model.h5")
+    LinearModel(np.arange(10.0), 0.5, "hinge").save(path)
+    fill(disk, leave=8 * 1024)
+    with pytest.raises(MpisgdError, match="model.h5: cannot write.*No space left on device"):
+        LinearModel(np.arange(200_000.0), 1.5, "hinge").save(path)
+    kept = LinearModel.load(path)
+    np.testing.assert_array_equal(kept.coef, np.arange(10.0))
+    assert kept.intercept == 0.5
+    assert leftovers(disk) == []
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_shard_on_a_full_disk_is_not_written(disk, compression):
+    from mpisgd.data.shard import write_shard
+
+    rng = np.random.default_rng(0)
+    X = sp.random(20_000, 100, density=0.05, format="csr", random_state=1)
+    X.data = rng.standard_normal(X.nnz)
+    y = np.where(rng.random(20_000) < 0.5, -1.0, 1.0)
+    path = os.path.join(disk, "part.h5")
+    with pytest.raises(MpisgdError, match="part.h5: cannot write.*No space left on device"):
+        write_shard(path, X, y, compression=compression)
+    assert not os.path.exists(path)
+    assert os.listdir(disk) == []

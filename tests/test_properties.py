@@ -1,0 +1,367 @@
+"""Property-based tests (hypothesis) of everything that decodes outside
+input: the LIBSVM parser, the shard reader and the wire decoder. Random and
+mutated inputs must end in a clear ``MpisgdError`` or in a correct result
+(the same as a slow, obviously correct twin here), never in another
+exception, a crash or silently wrong numbers.
+
+Examples: the hypothesis profile of tests/conftest.py ("ci" under CI=true,
+"dev" locally) sets a budget per decoder, 10,000 and 1,000, shared among
+its tests (``share``). The shard reader gets a tenth of it: every case
+opens an HDF5 file (~20 ms on a loaded machine against ~0.05 ms for a wire
+message).
+"""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from mpisgd import wire  # noqa: E402
+from mpisgd.errors import MpisgdError  # noqa: E402
+
+
+def share(fraction):
+    """Settings for a test that runs ``fraction`` of its decoder's examples."""
+    return settings(max_examples=max(1, int(settings().max_examples * fraction)),
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+# -- wire ----------------------------------------------------------------------------
+
+
+def naive_decode(buf, n):
+    """The wire format of mpisgd/wire.py read field by field; None if invalid."""
+    raw = bytes(buf)
+    size = len(raw)
+    z = [0.0] * (n + 2)
+    if size == 16 + 8 * n:
+        vals = np.frombuffer(raw, "<f8")
+        alpha, bias, u = vals[0], vals[1], list(vals[2:])
+        z[:n] = u
+    elif size >= 16 and (size - 16) % 12 == 0 and size < 16 + 8 * n:
+        m = (size - 16) // 12
+        vals = np.frombuffer(raw[: 16 + 8 * m], "<f8")
+        idx = [int(i) for i in np.frombuffer(raw[16 + 8 * m :], "<i4")]
+        if any(not 0 <= i < n for i in idx) or any(b <= a for a, b in zip(idx, idx[1:])):
+            return None
+        alpha, bias = vals[0], vals[1]
+        for i, v in zip(idx, vals[2:]):
+            z[i] = v
+    else:
+        return None
+    z[n], z[n + 1] = bias, alpha
+    return np.array(z, dtype=np.float64)
+
+
+def check_decode(buf, n):
+    expected = naive_decode(buf, n)
+    if expected is None:
+        with pytest.raises(MpisgdError, match="wire: "):
+            wire.decode(buf, n)
+    else:
+        np.testing.assert_array_equal(wire.decode(buf, n), expected)  # NaN == NaN here
+
+
+SPECIAL = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 5e-324, 1.7976931348623157e308])
+
+
+def message_of(seed):
+    """(n, idx, vals, alpha, bias): a valid message's parts, from a seed
+    (numpy draws them: cheaper than hypothesis draws, so more cases in the time)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 65))
+    idx = np.flatnonzero(rng.random(n) < rng.random()).astype(np.int32)
+    vals = rng.standard_normal(len(idx)) * 10.0 ** rng.integers(-300, 300, len(idx))
+    odd = rng.random(len(idx)) < 0.1
+    vals[odd] = rng.choice(SPECIAL, odd.sum())
+    alpha, bias = rng.choice(SPECIAL) if rng.random() < 0.1 else rng.standard_normal(), rng.standard_normal()
+    return n, idx, vals, float(alpha), float(bias)
+
+
+def messages():
+    return st.integers(0, 2**63).map(message_of)
+
+
+@share(0.2)
+@given(messages())
+def test_wire_round_trip(message):
+    n, idx, vals, alpha, bias = message
+    z = wire.decode(wire.encode(alpha, bias, idx, vals, n), n)
+    expected = np.zeros(n + 2)
+    expected[idx] = vals
+    expected[n], expected[n + 1] = bias, alpha
+    np.testing.assert_array_equal(z, expected)
+
+
+@share(0.5)
+@given(messages(), st.lists(st.tuples(st.sampled_from(["flip", "cut", "add", "idx"]), st.integers(0, 10**6),
+                                      st.integers(-(2**31), 2**31 - 1)), min_size=1, max_size=4))
+def test_wire_mutated_messages(message, mutations):
+    """Bytes flipped, cut, added, or an index overwritten with any int32."""
+    n, idx, vals, alpha, bias = message
+    buf = bytearray(wire.encode(alpha, bias, idx, vals, n).tobytes())
+    for kind, pos, value in mutations:
+        if kind == "flip" and buf:
+            buf[pos % len(buf)] ^= 1 << (value % 8)
+        elif kind == "cut" and buf:
+            del buf[pos % len(buf):]
+        elif kind == "add":
+            buf += bytes([value % 256]) * (1 + pos % 12)
+        elif kind == "idx" and len(buf) >= 28 and (len(buf) - 16) % 12 == 0 and len(buf) < 16 + 8 * n:
+            m = (len(buf) - 16) // 12
+            at = 16 + 8 * m + 4 * (pos % m)
+            buf[at : at + 4] = np.int32(value).tobytes()
+    check_decode(np.frombuffer(bytes(buf), np.uint8), n)
+
+
+@share(0.3)
+@given(st.binary(max_size=600), st.integers(0, 80))
+def test_wire_random_bytes(raw, n):
+    check_decode(np.frombuffer(raw, np.uint8), n)
+
+
+def test_wire_refuses_what_is_not_a_byte_buffer():
+    with pytest.raises(MpisgdError, match="1-D uint8"):
+        wire.decode(np.zeros(3, np.float64), 1)
+
+
+# -- LIBSVM ----------------------------------------------------------------------------
+
+
+def naive_parse(text):
+    """tests/naive.py's line parser, stricter where the format is (None: invalid).
+    Returns (rows, labels, n_features) with zero-based indices."""
+    from naive import naive_parse_svmlight
+
+    try:
+        rows, labels, _zb = naive_parse_svmlight(text)
+    except (ValueError, IndexError):
+        return None
+    if any(i < 0 for row in rows for i, _v in row):
+        return None
+    n = max((i + 1 for row in rows for i, _v in row), default=0)
+    return rows, labels, n
+
+
+SPELLINGS = (lambda v: repr(float(v)), lambda v: f"{v:.6e}", lambda v: f"{v:.3g}", lambda v: str(int(v * 1000)),
+             lambda v: f"{v:.17E}")
+
+
+def svm_text_of(seed):
+    """LIBSVM text from a seed: labels, sorted unique index:value pairs, numbers
+    in many spellings, comments, blank lines, tabs (numpy draws it, as above)."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for _ in range(rng.integers(0, 9)):
+        label = rng.choice(["1", "-1", "+1", "0", "2.5", "-1.0"])
+        idx = np.flatnonzero(rng.random(40) < rng.random() * 0.3) + 1
+        vals = rng.standard_normal(len(idx)) * 10.0 ** rng.integers(-30, 30, len(idx))
+        feats = " ".join(f"{i}:{SPELLINGS[rng.integers(len(SPELLINGS))](v)}" for i, v in zip(idx, vals))
+        lines.append(f"{label} {feats}{rng.choice(['', ' # note', '  ', chr(9)])}")
+        if rng.random() < 0.3:
+            lines.append(rng.choice(["", "# comment"]))
+    return "\n".join(lines) + rng.choice(["", "\n"])
+
+
+def svm_text():
+    return st.integers(0, 2**63).map(svm_text_of)
+
+
+# Characters for mutations: the format's own (digits, separators, signs,
+# exponents, comments) and bytes that are never part of it.
+MUTANTS = st.sampled_from(list("0123456789:. \t\n-+e#") + ["\r", "\x00", "\xff", "x", "E"])
+
+
+@st.composite
+def mutated_svm_text(draw):
+    text = draw(svm_text())
+    edits = st.tuples(st.integers(0, 10**6), st.sampled_from(["insert", "replace", "delete"]), MUTANTS)
+    for pos, kind, c in draw(st.lists(edits, min_size=1, max_size=5)):
+        pos %= len(text) + 1
+        if kind == "insert":
+            text = text[:pos] + c + text[pos:]
+        elif kind == "replace":
+            text = text[:pos] + c + text[pos + 1 :]
+        else:
+            text = text[:pos] + text[pos + 1 :]
+    return text
+
+
+def check_parse(tmp_dir, text):
+    from mpisgd.data.libsvm import load_svmlight
+
+    p = os.path.join(tmp_dir, "x.svm")
+    with open(p, "wb") as f:
+        f.write(text.encode("latin-1"))
+    expected = naive_parse(text)
+    try:
+        X, y = load_svmlight(p)
+    except MpisgdError as exc:
+        assert "x.svm" in str(exc)  # the error names the file
+        return
+    # Accepted: the naive parser must read the same rows, labels and width.
+    assert expected is not None, f"accepted text the format does not allow: {text!r}"
+    rows, labels, n = expected
+    assert X.shape == (len(rows), n)
+    np.testing.assert_array_equal(y, labels)
+    for r, row in enumerate(rows):
+        a, b = X.indptr[r], X.indptr[r + 1]
+        assert list(X.indices[a:b]) == [i for i, _v in row]
+        np.testing.assert_array_equal(X.data[a:b], [v for _i, v in row])
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("properties"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def small_chunks():
+    """Text in chunks of 256 bytes: lines cross chunk boundaries, and a tiny
+    file costs no 16 MiB buffer per example."""
+    from mpisgd.data import textio
+
+    chunks = textio.iter_line_chunks
+
+    def small(path, start=0, stop=None, chunk_bytes=None):
+        return chunks(path, start, stop, 256)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(textio, "iter_line_chunks", small)
+        yield
+
+
+@share(0.3)
+@given(svm_text())
+def test_libsvm_valid_text(scratch, text):
+    from mpisgd.data.libsvm import load_svmlight
+
+    p = os.path.join(scratch, "x.svm")
+    with open(p, "w") as f:
+        f.write(text)
+    X, y = load_svmlight(p)  # valid text is never refused
+    rows, labels, n = naive_parse(text)
+    assert X.shape == (len(rows), n)
+    np.testing.assert_array_equal(y, labels)
+    np.testing.assert_array_equal(X.toarray(), np.array(
+        [[dict(row).get(j, 0.0) for j in range(n)] for row in rows]).reshape(len(rows), n))
+
+
+@share(0.7)
+@given(mutated_svm_text())
+def test_libsvm_mutated_text(scratch, text):
+    check_parse(scratch, text)
+
+
+# -- shards ------------------------------------------------------------------------------
+
+
+N_FEATURES = 12
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """A small valid shard in each layout: {layout: (path, X, y)}."""
+    from mpisgd.data.shard import write_shard
+
+    d = tmp_path_factory.mktemp("shards")
+    rng = np.random.default_rng(0)
+    X = sp.random(40, N_FEATURES, density=0.3, format="csr", random_state=1)
+    X.data = rng.standard_normal(X.nnz)
+    y = np.where(rng.random(40) < 0.5, -1.0, 1.0)
+    return {c: (str(write_shard(d / f"{c}.h5", X, y, compression=c)), X, y) for c in ("none", "gzip")}
+
+
+def read_all(path, block_rows):
+    """Every row of a shard through the block reader (as training reads it)."""
+    from mpisgd.data.reader import iter_blocks
+
+    parts = list(iter_blocks(path, block_rows, readahead=0))
+    if not parts:
+        return sp.csr_matrix((0, N_FEATURES)), np.zeros(0)
+    X = sp.vstack([sp.csr_matrix((b.data, b.indices, b.indptr), shape=(b.n_rows, N_FEATURES)) for b in parts])
+    return X.tocsr(), np.concatenate([b.y for b in parts])
+
+
+def check_read(path, X, y, block_rows):
+    """MpisgdError naming the file, or exactly the rows that were written."""
+    from mpisgd.data import shard
+
+    # Every example rewrites the same path within a clock tick, at the same
+    # size: forget which segments this process has verified.
+    shard._VERIFIED.clear()
+    try:
+        Xr, yr = read_all(path, block_rows)
+    except MpisgdError as exc:
+        assert os.path.basename(path) in str(exc)
+        return False
+    assert Xr.shape == X.shape and (Xr != X).nnz == 0
+    np.testing.assert_array_equal(yr, y)
+    return True
+
+
+@share(0.06)
+@given(st.sampled_from(["none", "gzip"]), st.sampled_from([16, 40]),
+       st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 7)), min_size=1, max_size=3),
+       st.one_of(st.none(), st.integers(0, 10**9)))
+def test_shard_with_flipped_bits_or_truncated(shards, scratch, layout, block_rows, flips, cut):
+    """Bits flipped anywhere in the file, and maybe the file cut short."""
+    src, X, y = shards[layout]
+    raw = bytearray(open(src, "rb").read())
+    for pos, bit in flips:
+        raw[pos % len(raw)] ^= 1 << bit
+    if cut is not None:
+        del raw[cut % len(raw):]
+    p = os.path.join(scratch, "mutant.h5")
+    with open(p, "wb") as f:
+        f.write(raw)
+    check_read(p, X, y, block_rows)
+
+
+def naive_valid(indptr, indices, n_features):
+    """Whether CSR arrays describe rows, checked one entry at a time."""
+    if len(indptr) == 0 or indptr[0] != 0 or indptr[-1] != len(indices):
+        return False
+    if any(b < a for a, b in zip(indptr, indptr[1:])):
+        return False
+    return all(0 <= j < n_features for j in indices)
+
+
+@share(0.04)
+@given(st.sampled_from(["none", "gzip"]), st.sampled_from([16, 40]), st.sampled_from(["indptr", "indices"]),
+       st.lists(st.tuples(st.integers(0, 10**6), st.integers(-3, 60)), min_size=1, max_size=3))
+def test_shard_with_bad_csr_and_valid_checksums(shards, scratch, layout, block_rows, name, edits):
+    """indptr or indices rewritten as a buggy writer would (checksums recomputed,
+    so only the reader's structural checks stand between them and the kernel)."""
+    import h5py
+
+    from mpisgd.data.shard import checksums
+
+    src, X, y = shards[layout]
+    p = os.path.join(scratch, "edited.h5")
+    shutil.copyfile(src, p)
+    with h5py.File(p, "r+") as f:
+        arr = f[name][:]
+        for pos, value in edits:
+            arr[pos % len(arr)] = value
+        f[name][:] = arr
+        if "checksums" in f:
+            f["checksums"][name][:] = checksums(arr)
+        indptr, indices = f["indptr"][:], f["indices"][:]
+    valid = naive_valid(indptr, indices, N_FEATURES)
+    if valid:  # still a matrix: read as it now is
+        X = sp.csr_matrix((stored_data(p), indices, indptr), shape=(len(indptr) - 1, N_FEATURES))
+    assert check_read(p, X, y, block_rows) == valid
+
+
+def stored_data(path):
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        return f["data"][:]
