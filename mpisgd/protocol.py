@@ -91,6 +91,21 @@ class ProtocolConfig:
     def as_dict(self):
         return asdict(self)
 
+    @property
+    def central(self):
+        """The serial reference: one learner over every stream, nothing communicated."""
+        return self.name == "central"
+
+    @property
+    def checking(self):
+        """Learners stop every b rounds: for a full sync (static) or a check (dynamic)."""
+        return self.name in ("static", "dynamic")
+
+    def asynchronous(self, mode, k):
+        """Whether a run of k learners in ``mode`` uses the default mode's machinery
+        (``AsyncCoordinator``); the mode matters only where learners check."""
+        return mode == "async" and self.name == "dynamic" and k > 1
+
 
 @dataclass
 class ProtocolStats:

@@ -110,9 +110,8 @@ class Run:
         self.config = config
         self.progress = progress
         self.observer = observer
-        self.central = config.protocol.name == "central"
-        # the mode matters only where learners check: the dynamic protocol on two or more ranks
-        self.asynchronous = config.mode == "async" and config.protocol.name == "dynamic" and self.size > 1
+        self.central = config.protocol.central
+        self.asynchronous = config.protocol.asynchronous(config.mode, self.size)
         if self.asynchronous and (checkpointer is not None or resume is not None):
             raise MpisgdError("mode: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
                               "of the dynamic protocol need --mode sync")
@@ -370,7 +369,7 @@ class Run:
         return stop
 
     def _run_sync(self, T, t=0):
-        checking = self.config.protocol.name in ("static", "dynamic")
+        checking = self.config.protocol.checking
         learning = self.rank == 0 or not self.central
         b = self.config.protocol.period
         every = self.config.timeline_every

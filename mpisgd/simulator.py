@@ -1,6 +1,8 @@
 """k learners in one process, round by round, through the protocol code of
-the MPI runner (``mpisgd.protocol.Coordinator``), counting every message and
-byte the MPI runner would move in ``--mode sync`` (docs/WIRE.md).
+the MPI runner (``mpisgd.protocol``), counting every message and byte the MPI
+runner would move (docs/WIRE.md): in ``--mode sync`` exactly those of
+``train --mode sync``; in the default mode those of the paper's instant
+resolution (no per-check agreement, no END; DONE and FINISH at the end).
 
 ``SimTransport`` is the coordinator's transport over one ``OnlineLearners``
 instance holding all k learners. ``Simulation`` runs one configuration; it is
@@ -8,22 +10,23 @@ fed the rows of consecutive blocks of rounds (round-major, learners in
 order), so several configurations can share one generated stream
 (``run_many``). ``simulate`` is the one-configuration driver.
 
-Per check point (t = rounds done, t ≡ 0 mod b):
-
-- static: ``coordinator.full_sync(transport, "static")`` (one Allreduce);
-- dynamic: violators = {l : ‖w_l − r‖² > Δ_t}; their violation messages, the
-  control Allreduce of their count, then ``coordinator.resolve`` (which fetches,
-  balances, or syncs through the transport) and the END commands. Checks
-  that find no violator change nothing but counters, so the learners run
-  through them inside one kernel call (``learn_until_violation``) and they
-  are counted in bulk;
-- none: nothing; central: one learner takes all k rows of a round, in
-  learner order, and nothing is communicated.
+Every check point (t = rounds done, t ≡ 0 mod b) is ``CheckPoints.check``,
+as in the runner: static, a full sync; dynamic, the check of round t begun
+(violators = {l : ‖w_l − r‖² > Δ_t} send their models) and settled at the
+next check point in sync mode, at once in the default mode. Checks that find
+no violator change nothing but counters, so the learners run through them
+inside one kernel call (``learn_until_violation``) and they are counted in
+bulk. None: nothing; central: one learner takes all k rows of a round, in
+learner order, and nothing is communicated.
 
 At the start one control Allreduce (T), at the end one Allreduce of every
 learner's final model, the protocol's "final" full sync, both exactly as the
 MPI runner counts them (``model_messages`` includes the final 2k, like the
 runner's report; ``protocol_messages`` leaves them out).
+
+With ``network``, every message and the rows between them also go into an
+event log (``mpisgd.netmodel``), replayed at the end into a predicted wall
+time on that network (docs/NETWORK.md); check points then run one by one.
 
 Also: the phase breakdown (messages by cause, errors and rounds, in the
 ``drift_window`` rounds after each drift and elsewhere), a timeline
@@ -276,7 +279,7 @@ class Simulation:
         self.protocol = protocol
         self.learner_args = dict(learner or {})
         self.order = order
-        self.central = protocol.name == "central"
+        self.central = protocol.central
         self.L = OnlineLearners(1 if self.central else self.k, self.n, **self.learner_args)
         self.mode = mode
         # Prediction (docs/NETWORK.md): every message and the rows between them into an event
@@ -302,7 +305,7 @@ class Simulation:
         if self.max_period and (protocol.name != "dynamic" or self.max_period < self.b):
             raise MpisgdError(f"max_period: needs the dynamic protocol and max_period >= period, got {max_period!r}")
         self._gap = self.b
-        self.syncing = protocol.name in ("static", "dynamic")
+        self.syncing = protocol.checking
         self.t = 0  # rounds done
         self.drifts = np.asarray(drifts, np.int64)
         self.drift_window = int(drift_window)
@@ -505,7 +508,7 @@ class Simulation:
         before = self._stats_snapshot()
         self.checkpoints.settle(self.transport)  # the last check begun
         self._attribute(before)
-        if self.mode == "async" and self.protocol.name == "dynamic" and self.k > 1:
+        if self.protocol.asynchronous(self.mode, self.k):
             others = np.arange(1, self.k)
             self.transport.up(others, "control", wire.CONTROL_BYTES)  # DONE
             self.transport.down(others, "control", wire.CONTROL_BYTES)  # FINISH
