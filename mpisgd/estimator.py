@@ -11,6 +11,9 @@ mpisgd.kernels.dekel for Dekel's SGD/ASGD/CASGD with step 1/(λt)).
                  averaging from ``avg_start`` examples on (default: one epoch).
   "dekel-sgd", "dekel-asgd", "dekel-casgd"
                  Dekel's kernels, step 1/(λt), bias regularized or not.
+  "sgdqn"        SGD-QN (Bordes, Bottou and Gallinari 2009 with its erratum):
+                 a diagonal gain B starting at γ0 I, re-estimated every
+                 ``skip_`` steps (mpisgd.kernels.sgdqn); λ > 0.
 When γ0 (``eta0``) is None it is calibrated on 1,000 examples as Bottou's
 svmsgd does (``eta0_`` holds the choice, printed when ``verbose``).
 
@@ -41,7 +44,7 @@ from mpisgd.kernels.losses import (
 from mpisgd.kernels.schedules import NEEDS_POSITIVE_LAMBDA, OPTIMAL, SCHEDULES
 from mpisgd.model import LinearModel, loss_error_sums
 
-ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd")
+ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd", "sgdqn")
 DEFAULT_SCHEDULE = {"sgd": "bottou", "asgd": "xu"}
 LOSS_ALIASES = {"log_loss": "log", "squared_error": "squared"}
 
@@ -60,7 +63,16 @@ def _check_config(est, losses):
     if not math.isfinite(lam) or lam < 0:
         raise MpisgdError(f"{name}: alpha (λ) must be a finite number ≥ 0, got {est.alpha!r}")
     dekel = est.algorithm.startswith("dekel-")
-    if dekel:
+    sgdqn = est.algorithm == "sgdqn"
+    if sgdqn:
+        # B starts at γ0 I and 1/B_ii grows by λ·skip (or more): Bottou's SGD gain
+        if est.schedule is not None:
+            raise MpisgdError(
+                f"{name}: algorithm 'sgdqn' sets its own gains; schedule must be None, "
+                f"got {est.schedule!r}"
+            )
+        schedule = "bottou"
+    elif dekel:
         if est.schedule not in (None, "optimal"):
             raise MpisgdError(
                 f"{name}: algorithm {est.algorithm!r} uses the step 1/(λt); "
@@ -73,7 +85,7 @@ def _check_config(est, losses):
             raise MpisgdError(
                 f"{name}: unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}"
             )
-    if (dekel or schedule in NEEDS_POSITIVE_LAMBDA) and lam <= 0:
+    if (dekel or sgdqn or schedule in NEEDS_POSITIVE_LAMBDA) and lam <= 0:
         raise MpisgdError(
             f"{name}: alpha (λ) must be > 0 for the step 1/(λt) "
             f"(algorithm {est.algorithm!r}, schedule {schedule!r}), got {est.alpha!r}"
@@ -96,6 +108,7 @@ def _check_config(est, losses):
         fit_intercept=bool(est.fit_intercept),
         regularize_bias=bool(est.regularize_bias),
         dekel=dekel,
+        sgdqn=sgdqn,
     )
 
 
@@ -212,6 +225,14 @@ class _BaseSGD(BaseEstimator):
             else:
                 self._xbar = np.zeros(0)
             self._st = np.zeros(dekel.N_STATE)
+        elif cfg["sgdqn"]:
+            from mpisgd.kernels import sgdqn
+
+            # B = γ0 I is set before the first step: γ0 is calibrated after this
+            self._v, self._B, self._st = sgdqn.new_state(n, 0.0, 0)
+            self._average = False
+            self._xbar = np.zeros(0)
+            self.skip_ = sgdqn.default_skip(n, X.nnz if sp.issparse(X) else X.size, n_rows)
         else:
             self._average = self.algorithm == "asgd"
             self._a = np.zeros(n) if self._average else np.zeros(0)
@@ -237,6 +258,16 @@ class _BaseSGD(BaseEstimator):
                 float(self._xbar @ self._xbar), self._v, self._u, self._st,
             )
             status = 0 if math.isfinite(loss_sum) else -1
+        elif cfg["sgdqn"]:
+            from mpisgd.kernels import sgdqn
+
+            if self._st[sgdqn.T] == 0:
+                self.skip_ = sgdqn.start(self._B, self._st, self.eta0_, cfg["lam"], self.skip_)
+            loss_sum, n_err, status = sgdqn.sgdqn_epoch(
+                indptr, indices, data, y, order, cfg["loss_code"], cfg["loss_param"],
+                cfg["lam"], float(self.skip_), cfg["bias_gain"], cfg["fit_intercept"],
+                cfg["regularize_bias"], self._v, self._B, self._st,
+            )
         else:
             loss_sum, n_err, status = sgd.sgd_epoch(
                 indptr, indices, data, y, order, cfg["loss_code"], cfg["loss_param"],
@@ -265,6 +296,8 @@ class _BaseSGD(BaseEstimator):
             xbar = self._xbar
             w, b = dekel.weights(self._variant, self._bias_mode, self._cfg["lam"], xbar,
                                  float(xbar @ xbar), self._v, self._u, st)
+        elif self._cfg["sgdqn"]:
+            w, b = self._v.copy(), st[1]  # st[mpisgd.kernels.sgdqn.BIAS]
         elif self._average and not st[sgd.COPYING]:
             w = (self._a + st[sgd.W_FRACTION] * self._v) / st[sgd.A_DIVISOR]  # ā
             b = st[sgd.A_BIAS]
@@ -381,6 +414,8 @@ class _BaseSGD(BaseEstimator):
         )
         if not cfg["dekel"] and self.algorithm == "asgd":
             meta["avg_start"] = self._avg_start
+        if cfg["sgdqn"]:
+            meta["skip"] = self.skip_
         if hasattr(self, "classes_"):
             meta["classes"] = [c.item() if hasattr(c, "item") else c for c in self.classes_]
             meta["label_map"] = {"-1": meta["classes"][0], "+1": meta["classes"][1]}

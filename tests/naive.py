@@ -269,3 +269,56 @@ def naive_static_mean(Xs, ys, loss, eta, lam):
             bs.append(b - eta * g)
         w, b = np.mean(ws, axis=0), float(np.mean(bs))
     return w, b, errors, loss_sum
+
+
+# ============================================================================
+# Issue 15: SGD-QN, the Lasso by u − v, online k-means (helper D)
+# ============================================================================
+
+
+def naive_sgdqn(X, y, order, loss, param, lam, skip, gamma0, bias_gain, fit_intercept,
+                regularize_bias):
+    """Dense SGD-QN of the erratum, line by line: the secant ratio from two full
+    gradients ∇_t(w) = λw + ℓ'(w·x + b) x, r_i = λ where w'_i = w_i.
+
+    Returns (w, b, B, sum of losses before each step, errors)."""
+    n = X.shape[1]
+    w = np.zeros(n)
+    b = 0.0
+    B = np.full(n, gamma0)
+    beta = gamma0
+    count = skip
+    update_b = False
+    total = 0.0
+    errors = 0
+
+    def grad(w, b, x, yi):
+        return lam * w + naive_dloss(loss, w @ x + b, yi, param) * x
+
+    for i in order:
+        x = X[i]
+        p = w @ x + b
+        total += naive_loss(loss, p, y[i], param)
+        errors += y[i] * p <= 0
+        g = naive_dloss(loss, p, y[i], param)
+        w_new = w - g * B * x
+        b_new = b - bias_gain * beta * g if fit_intercept else b
+        if update_b:
+            dw = w_new - w
+            dg = grad(w_new, b_new, x, y[i]) - grad(w, b, x, y[i])
+            r = np.full(n, lam)
+            moved = dw != 0
+            r[moved] = dg[moved] / dw[moved]
+            r = np.clip(r, lam, 100 * lam)
+            B = B / (1 + skip * B * r)
+            beta = beta / (1 + skip * beta * lam)
+            update_b = False
+        w, b = w_new, b_new
+        count -= 1
+        if count <= 0:
+            count = skip
+            update_b = True
+            w = w - skip * lam * B * w
+            if fit_intercept and regularize_bias:
+                b *= 1 - skip * lam * bias_gain * beta
+    return w, b, B, total, errors

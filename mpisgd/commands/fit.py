@@ -4,7 +4,7 @@ error the way Bottou's svmsgd does, then save the model (HDF5)."""
 
 HELP = "train a linear model in one process on a LIBSVM/svmlight file (plain, .gz, .bz2)"
 
-ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd")
+ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd", "sgdqn")
 
 
 def add_arguments(parser):
@@ -19,7 +19,8 @@ def add_arguments(parser):
     parser.add_argument("--lam", "--lambda", dest="lam", type=float, default=1e-4,
                         help="L2 regularization strength λ")
     parser.add_argument("--algorithm", choices=ALGORITHMS, default="asgd",
-                        help="Bottou's sgd/asgd (any schedule) or Dekel's kernels (step 1/(λt))")
+                        help="Bottou's sgd/asgd (any schedule), Dekel's kernels (step 1/(λt)) "
+                        "or SGD-QN (diagonal gains from γ0; λ > 0)")
     parser.add_argument("--schedule", choices=sorted(SCHEDULES), default=None,
                         help="step-size schedule (default: bottou for sgd, xu for asgd, "
                         "1/(λt) for dekel-*)")
@@ -141,7 +142,8 @@ def run(args):
     resolved = dict(
         loss=cfg["loss"], loss_param=cfg["loss_param"], **{"lambda": cfg["lam"]},
         algorithm=args.algorithm,
-        schedule="1/(lambda t)" if cfg["dekel"] else cfg["schedule"],
+        schedule="1/(lambda t)" if cfg["dekel"] else
+        "diagonal B from eta0 (SGD-QN)" if cfg["sgdqn"] else cfg["schedule"],
         eta0=args.eta0 if args.eta0 is not None or cfg["dekel"] else "calibrate",
         t0=cfg["t0"], power_t=cfg["power"], bias=cfg["fit_intercept"],
         regularize_bias=cfg["regularize_bias"],
