@@ -46,6 +46,8 @@ from mpisgd.model import LinearModel, loss_error_sums
 
 ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd", "sgdqn")
 DEFAULT_SCHEDULE = {"sgd": "bottou", "asgd": "xu"}
+# Penalties, and the L1 share ρ of λ(ρ‖w‖₁ + (1 − ρ)/2 ‖w‖²) they fix (None: ``l1_ratio``).
+PENALTIES = {"l2": 0.0, "l1": 1.0, "elasticnet": None}
 LOSS_ALIASES = {"log_loss": "log", "squared_error": "squared"}
 
 
@@ -90,6 +92,29 @@ def _check_config(est, losses):
             f"{name}: alpha (λ) must be > 0 for the step 1/(λt) "
             f"(algorithm {est.algorithm!r}, schedule {schedule!r}), got {est.alpha!r}"
         )
+    if est.penalty not in PENALTIES:
+        raise MpisgdError(
+            f"{name}: unknown penalty {est.penalty!r}; choose one of {', '.join(PENALTIES)}"
+        )
+    l1_ratio = PENALTIES[est.penalty]
+    if l1_ratio is None:
+        l1_ratio = float(est.l1_ratio)
+        if not 0.0 <= l1_ratio <= 1.0:
+            raise MpisgdError(f"{name}: l1_ratio must lie in [0, 1], got {est.l1_ratio!r}")
+    lasso = est.penalty != "l2"
+    if lasso:
+        # w = u − v with u, v ≥ 0 (mpisgd.kernels.lasso): plain SGD, any schedule
+        if est.algorithm != "sgd":
+            raise MpisgdError(
+                f"{name}: penalty {est.penalty!r} needs algorithm 'sgd' (averaging would "
+                f"undo the sparsity), got {est.algorithm!r}"
+            )
+        if lam <= 0:
+            raise MpisgdError(f"{name}: alpha (λ) must be > 0 with penalty {est.penalty!r}, "
+                              f"got {est.alpha!r}")
+        if est.regularize_bias:
+            raise MpisgdError(f"{name}: regularize_bias is not supported with penalty "
+                              f"{est.penalty!r} (the bias is not penalized)")
     if est.eta0 is not None and not (float(est.eta0) > 0 and math.isfinite(float(est.eta0))):
         raise MpisgdError(f"{name}: eta0 (γ0) must be > 0 or None, got {est.eta0!r}")
     if int(est.max_iter) < 1:
@@ -109,6 +134,8 @@ def _check_config(est, losses):
         regularize_bias=bool(est.regularize_bias),
         dekel=dekel,
         sgdqn=sgdqn,
+        lasso=lasso,
+        l1_ratio=l1_ratio,
     )
 
 
@@ -135,12 +162,16 @@ class _BaseSGD(BaseEstimator):
     1/(λ(t0 + t)); ``power_t`` of "invscaling"; ``fit_intercept``;
     ``regularize_bias`` adds λb²/2; ``bias_gain`` (see the module docstring);
     ``avg_start`` examples before ASGD starts averaging (None: one epoch of the
-    first fit); ``epsilon`` δ of huber / ε of epsilon_insensitive (None: 1.0 /
+    first fit); ``penalty`` "l2" (λ/2‖w‖²), "l1" (λ‖w‖₁) or "elasticnet"
+    (λ(ρ‖w‖₁ + (1 − ρ)/2 ‖w‖²), ρ = ``l1_ratio``): "l1" and "elasticnet" run
+    SGD on w = u − v (mpisgd.kernels.lasso; algorithm "sgd", λ > 0) and give
+    exact zeros; ``epsilon`` δ of huber / ε of epsilon_insensitive (None: 1.0 /
     0.1); ``max_iter`` epochs of ``fit``; ``shuffle`` and ``random_state`` the
     per-epoch permutation; ``verbose`` prints the calibrated γ0.
 
     Fitted: ``coef_``, ``intercept_`` (the averaged model for the averaging
-    algorithms), ``eta0_``, ``bias_gain_``, ``t_`` (examples seen), ``n_iter_``.
+    algorithms), ``eta0_``, ``bias_gain_``, ``t_`` (examples seen), ``n_iter_``,
+    ``skip_`` (SGD-QN's period of the dense steps).
     """
 
     _losses = ()
@@ -159,6 +190,8 @@ class _BaseSGD(BaseEstimator):
         regularize_bias=False,
         bias_gain=None,
         avg_start=None,
+        penalty="l2",
+        l1_ratio=0.15,
         epsilon=None,
         max_iter=5,
         shuffle=True,
@@ -176,6 +209,8 @@ class _BaseSGD(BaseEstimator):
         self.regularize_bias = regularize_bias
         self.bias_gain = bias_gain
         self.avg_start = avg_start
+        self.penalty = penalty
+        self.l1_ratio = l1_ratio
         self.epsilon = epsilon
         self.max_iter = max_iter
         self.shuffle = shuffle
@@ -233,6 +268,12 @@ class _BaseSGD(BaseEstimator):
             self._average = False
             self._xbar = np.zeros(0)
             self.skip_ = sgdqn.default_skip(n, X.nnz if sp.issparse(X) else X.size, n_rows)
+        elif cfg["lasso"]:
+            from mpisgd.kernels import lasso
+
+            self._v, self._a, self._last, self._st = lasso.new_state(n)  # ũ, ṽ, last, st
+            self._average = False
+            self._xbar = np.zeros(0)
         else:
             self._average = self.algorithm == "asgd"
             self._a = np.zeros(n) if self._average else np.zeros(0)
@@ -268,6 +309,15 @@ class _BaseSGD(BaseEstimator):
                 cfg["lam"], float(self.skip_), cfg["bias_gain"], cfg["fit_intercept"],
                 cfg["regularize_bias"], self._v, self._B, self._st,
             )
+        elif cfg["lasso"]:
+            from mpisgd.kernels import lasso
+
+            loss_sum, n_err, status = lasso.lasso_epoch(
+                indptr, indices, data, y, order, cfg["loss_code"], cfg["loss_param"],
+                cfg["sched_code"], float(self.eta0_ or 0.0), cfg["lam"], cfg["l1_ratio"],
+                cfg["t0"], cfg["power"], cfg["bias_gain"], cfg["fit_intercept"], self._v,
+                self._a, self._last, self._st,
+            )
         else:
             loss_sum, n_err, status = sgd.sgd_epoch(
                 indptr, indices, data, y, order, cfg["loss_code"], cfg["loss_param"],
@@ -298,6 +348,8 @@ class _BaseSGD(BaseEstimator):
                                  float(xbar @ xbar), self._v, self._u, st)
         elif self._cfg["sgdqn"]:
             w, b = self._v.copy(), st[1]  # st[mpisgd.kernels.sgdqn.BIAS]
+        elif self._cfg["lasso"]:
+            w, b = self._v - self._a, st[3]  # u − v (flushed), st[mpisgd.kernels.lasso.BIAS]
         elif self._average and not st[sgd.COPYING]:
             w = (self._a + st[sgd.W_FRACTION] * self._v) / st[sgd.A_DIVISOR]  # ā
             b = st[sgd.A_BIAS]
@@ -391,7 +443,9 @@ class _BaseSGD(BaseEstimator):
         reg = self.coef_ @ self.coef_
         if cfg["regularize_bias"]:
             reg += self.intercept_**2
-        return total / m, n_err / m, total / m + 0.5 * cfg["lam"] * reg
+        rho = cfg["l1_ratio"]  # λ(ρ‖w‖₁ + (1 − ρ)/2 ‖w‖²); ρ = 0 for "l2"
+        penalty = cfg["lam"] * (rho * np.abs(self.coef_).sum() + 0.5 * (1.0 - rho) * reg)
+        return total / m, n_err / m, total / m + penalty
 
     def to_model(self):
         """The fitted model as a LinearModel (what ``save`` writes)."""
@@ -416,6 +470,8 @@ class _BaseSGD(BaseEstimator):
             meta["avg_start"] = self._avg_start
         if cfg["sgdqn"]:
             meta["skip"] = self.skip_
+        if cfg["lasso"]:
+            meta.update(penalty=self.penalty, l1_ratio=cfg["l1_ratio"])
         if hasattr(self, "classes_"):
             meta["classes"] = [c.item() if hasattr(c, "item") else c for c in self.classes_]
             meta["label_map"] = {"-1": meta["classes"][0], "+1": meta["classes"][1]}
@@ -446,6 +502,8 @@ class SGDClassifier(ClassifierMixin, _BaseSGD):
         regularize_bias=False,
         bias_gain=None,
         avg_start=None,
+        penalty="l2",
+        l1_ratio=0.15,
         epsilon=None,
         max_iter=5,
         shuffle=True,
@@ -455,7 +513,8 @@ class SGDClassifier(ClassifierMixin, _BaseSGD):
         super().__init__(
             loss, alpha=alpha, algorithm=algorithm, schedule=schedule, eta0=eta0, t0=t0,
             power_t=power_t, fit_intercept=fit_intercept, regularize_bias=regularize_bias,
-            bias_gain=bias_gain, avg_start=avg_start, epsilon=epsilon, max_iter=max_iter,
+            bias_gain=bias_gain, avg_start=avg_start, penalty=penalty, l1_ratio=l1_ratio,
+            epsilon=epsilon, max_iter=max_iter,
             shuffle=shuffle, random_state=random_state, verbose=verbose,
         )
 
@@ -545,6 +604,8 @@ class SGDRegressor(RegressorMixin, _BaseSGD):
         regularize_bias=False,
         bias_gain=None,
         avg_start=None,
+        penalty="l2",
+        l1_ratio=0.15,
         epsilon=None,
         max_iter=5,
         shuffle=True,
@@ -554,7 +615,8 @@ class SGDRegressor(RegressorMixin, _BaseSGD):
         super().__init__(
             loss, alpha=alpha, algorithm=algorithm, schedule=schedule, eta0=eta0, t0=t0,
             power_t=power_t, fit_intercept=fit_intercept, regularize_bias=regularize_bias,
-            bias_gain=bias_gain, avg_start=avg_start, epsilon=epsilon, max_iter=max_iter,
+            bias_gain=bias_gain, avg_start=avg_start, penalty=penalty, l1_ratio=l1_ratio,
+            epsilon=epsilon, max_iter=max_iter,
             shuffle=shuffle, random_state=random_state, verbose=verbose,
         )
 

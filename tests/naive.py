@@ -322,3 +322,29 @@ def naive_sgdqn(X, y, order, loss, param, lam, skip, gamma0, bias_gain, fit_inte
             if fit_intercept and regularize_bias:
                 b *= 1 - skip * lam * bias_gain * beta
     return w, b, B, total, errors
+
+
+def naive_lasso(X, y, order, loss, param, schedule, eta0, lam, l1_ratio, t0, power, bias_gain,
+                fit_intercept):
+    """Dense SGD on w = u − v (Bottou's Table 1 Lasso, with an L2 part for the
+    elastic net): every coordinate of u and v every step.
+
+    Returns (w, b, sum of losses before each step, errors)."""
+    n = X.shape[1]
+    u, v = np.zeros(n), np.zeros(n)
+    b = 0.0
+    total = 0.0
+    errors = 0
+    lam1, lam2 = lam * l1_ratio, lam * (1 - l1_ratio)
+    for t, i in enumerate(order, start=1):
+        x = X[i]
+        p = (u - v) @ x + b
+        total += naive_loss(loss, p, y[i], param)
+        errors += y[i] * p <= 0
+        g = naive_dloss(loss, p, y[i], param)
+        gamma = naive_eta(schedule, t, eta0, lam, t0, power)
+        u = np.maximum(0.0, (1 - gamma * lam2) * u - gamma * (lam1 + g * x))
+        v = np.maximum(0.0, (1 - gamma * lam2) * v - gamma * (lam1 - g * x))
+        if fit_intercept:
+            b -= gamma * bias_gain * g
+    return u - v, b, total, errors

@@ -118,3 +118,21 @@ def test_schedule_is_refused():
     X, y = random_problem(7)
     with pytest.raises(MpisgdError, match="schedule"):
         SGDClassifier(algorithm="sgdqn", schedule="constant").fit(X, y)
+
+
+def test_fit_command_sgdqn(tmp_path, capsys):
+    from sklearn.datasets import dump_svmlight_file
+
+    from mpisgd.cli import main
+
+    X, y = random_problem(9, m=200, n=12)
+    train = tmp_path / "train.svm"
+    dump_svmlight_file(X, y, str(train), zero_based=False)
+    out = tmp_path / "m.h5"
+    assert main(["fit", str(train), "--loss", "squared_hinge", "--algorithm", "sgdqn",
+                 "--lambda", "1e-3", "--epochs", "2", "-o", str(out)]) == 0
+    assert "diagonal B from eta0 (SGD-QN)" in capsys.readouterr().out
+    assert out.exists()
+    assert main(["fit", str(train), "--algorithm", "sgdqn", "--lambda", "0", "-o",
+                 str(tmp_path / "n.h5")]) == 2
+    assert "alpha (λ) must be > 0" in capsys.readouterr().err

@@ -28,6 +28,11 @@ def add_arguments(parser):
                         help="initial step γ0 (default: calibrated on 1,000 examples)")
     parser.add_argument("--t0", type=float, default=0.0, help="t0 of the 'optimal' schedule")
     parser.add_argument("--power-t", type=float, default=0.5, help="power of 'invscaling'")
+    parser.add_argument("--penalty", choices=("l2", "l1", "elasticnet"), default="l2",
+                        help="l2: λ/2‖w‖²; l1: λ‖w‖₁; elasticnet: λ(ρ‖w‖₁ + (1−ρ)/2‖w‖²) "
+                        "(l1 and elasticnet need --algorithm sgd)")
+    parser.add_argument("--l1-ratio", type=float, default=0.15,
+                        help="ρ of the elasticnet penalty")
     parser.add_argument("--epochs", type=int, default=5, help="passes over the training data")
     parser.add_argument("--no-bias", dest="bias", action="store_false", help="no bias term")
     parser.add_argument("--regularize-bias", action="store_true",
@@ -127,7 +132,8 @@ def run(args):
         loss=args.loss, alpha=args.lam, algorithm=args.algorithm, schedule=args.schedule,
         eta0=args.eta0, t0=args.t0, power_t=args.power_t, fit_intercept=args.bias,
         regularize_bias=args.regularize_bias, bias_gain=args.bias_gain,
-        avg_start=args.avg_start, epsilon=args.epsilon, max_iter=args.epochs,
+        avg_start=args.avg_start, penalty=args.penalty, l1_ratio=args.l1_ratio,
+        epsilon=args.epsilon, max_iter=args.epochs,
         shuffle=args.shuffle, random_state=args.seed, verbose=1,
     )
 
@@ -150,6 +156,8 @@ def run(args):
         bias_gain="unused" if cfg["dekel"] else cfg["bias_gain"],
         avg_start=(args.avg_start if args.avg_start is not None else X.shape[0])
         if args.algorithm == "asgd" else "unused",
+        penalty=args.penalty if args.penalty == "l2" else
+        f"{args.penalty} (l1_ratio {cfg['l1_ratio']:g}, w = u - v)",
         epochs=args.epochs, shuffle=args.shuffle, seed=args.seed,
         normalize=args.normalize, output=args.output,
     )
@@ -162,7 +170,8 @@ def run(args):
         total_time += seconds
         print(f"--------- Epoch {epoch}.")
         print(f"Training on [0, {X.shape[0] - 1}].")
-        print(f"wNorm={float(est.coef_ @ est.coef_):.5g} wBias={est.intercept_:.5g}")
+        print(f"wNorm={float(est.coef_ @ est.coef_):.5g} wBias={est.intercept_:.5g} "
+              f"wNonzeros={np.count_nonzero(est.coef_)}/{est.coef_.size}")
         print(f"Total training time {total_time:.2f} secs.")
         _report("train", est, X, y, classify)
         if X_test is not None:
