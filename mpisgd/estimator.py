@@ -271,7 +271,7 @@ class _BaseSGD(BaseEstimator):
         elif cfg["lasso"]:
             from mpisgd.kernels import lasso
 
-            self._v, self._a, self._last, self._st = lasso.new_state(n)  # ũ, ṽ, last, st
+            self._v, self._a, self._qu, self._qv, self._st = lasso.new_state(n)  # ũ, ṽ, ...
             self._average = False
             self._xbar = np.zeros(0)
         else:
@@ -316,7 +316,7 @@ class _BaseSGD(BaseEstimator):
                 indptr, indices, data, y, order, cfg["loss_code"], cfg["loss_param"],
                 cfg["sched_code"], float(self.eta0_ or 0.0), cfg["lam"], cfg["l1_ratio"],
                 cfg["t0"], cfg["power"], cfg["bias_gain"], cfg["fit_intercept"], self._v,
-                self._a, self._last, self._st,
+                self._a, self._qu, self._qv, self._st,
             )
         else:
             loss_sum, n_err, status = sgd.sgd_epoch(
@@ -324,6 +324,12 @@ class _BaseSGD(BaseEstimator):
                 cfg["sched_code"], float(self.eta0_ or 0.0), cfg["lam"], cfg["t0"],
                 cfg["power"], cfg["bias_gain"], cfg["fit_intercept"], cfg["regularize_bias"],
                 self._average, self._avg_start, self._v, self._a, self._st,
+            )
+        if status == -2:  # mpisgd.kernels.lasso: the L2 shrink 1 − γλ(1 − ρ) reached 0
+            raise MpisgdError(
+                f"{type(self).__name__}: step γ·alpha·(1 − l1_ratio) ≥ 1 near example "
+                f"{int(self._st[0]) + 1} (schedule={cfg['schedule']!r}, eta0={self.eta0_}, "
+                f"alpha={cfg['lam']}): use a smaller eta0"
             )
         if status != 0:
             raise MpisgdError(

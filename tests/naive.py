@@ -327,11 +327,13 @@ def naive_sgdqn(X, y, order, loss, param, lam, skip, gamma0, bias_gain, fit_inte
 def naive_lasso(X, y, order, loss, param, schedule, eta0, lam, l1_ratio, t0, power, bias_gain,
                 fit_intercept):
     """Dense SGD on w = u − v (Bottou's Table 1 Lasso, with an L2 part for the
-    elastic net): every coordinate of u and v every step.
+    elastic net) with the cumulative penalty: every coordinate of u and v and
+    its owed penalty o, every step.
 
     Returns (w, b, sum of losses before each step, errors)."""
     n = X.shape[1]
     u, v = np.zeros(n), np.zeros(n)
+    ou, ov = np.zeros(n), np.zeros(n)
     b = 0.0
     total = 0.0
     errors = 0
@@ -343,8 +345,14 @@ def naive_lasso(X, y, order, loss, param, schedule, eta0, lam, l1_ratio, t0, pow
         errors += y[i] * p <= 0
         g = naive_dloss(loss, p, y[i], param)
         gamma = naive_eta(schedule, t, eta0, lam, t0, power)
-        u = np.maximum(0.0, (1 - gamma * lam2) * u - gamma * (lam1 + g * x))
-        v = np.maximum(0.0, (1 - gamma * lam2) * v - gamma * (lam1 - g * x))
+        a, c = 1 - gamma * lam2, gamma * lam1
+        assert a > 0
+        u, v, ou, ov = a * u, a * v, a * ou + c, a * ov + c
+        u = np.maximum(0.0, u - gamma * g * x)
+        v = np.maximum(0.0, v + gamma * g * x)
+        paid_u, paid_v = np.minimum(u, ou), np.minimum(v, ov)
+        u, ou = u - paid_u, ou - paid_u
+        v, ov = v - paid_v, ov - paid_v
         if fit_intercept:
             b -= gamma * bias_gain * g
     return u - v, b, total, errors

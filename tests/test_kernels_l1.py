@@ -29,14 +29,14 @@ def random_problem(seed, m=40, n=12, density=0.4, regression=False):
 
 def run_kernel(X, y, order, loss, schedule, eta0, lam, l1_ratio, t0=3.0, power=0.5,
                bias_gain=1.0, fit_intercept=True, splits=3):
-    u, v, last, st = lasso.new_state(X.shape[1])
+    u, v, qu, qv, st = lasso.new_state(X.shape[1])
     total, errors = 0.0, 0
     for part in np.array_split(order, splits):  # the state must carry over between calls
         s, e, status = lasso.lasso_epoch(
             X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y,
             part.astype(np.int64), LOSSES[loss], DEFAULT_PARAM.get(loss, 0.0),
             SCHEDULES[schedule], eta0, lam, l1_ratio, t0, power, bias_gain, fit_intercept,
-            u, v, last, st)
+            u, v, qu, qv, st)
         assert status == 0
         total += s
         errors += e
@@ -78,13 +78,26 @@ def test_the_lasso_is_sparse():
     assert 0 < nnz[1] < nnz[0] <= 30
 
 
-def test_scale_folding_and_dense_steps():
-    """A leaves [1e-5, 1] many times (γλ2 = 0.5) and γλ2 ≥ 1 (the dense branch)."""
+def test_scale_folding():
+    """A falls below 1e-5 many times (γλ2 = 0.5 and 0.7): the owed penalty must survive."""
     X, y = random_problem(4, regression=True)
     order = np.tile(np.arange(X.shape[0]), 3)
     compare(X, y, order, "squared", "constant", 1.0, 0.9, 0.45)
-    compare(X, y, order, "huber", "constant", 1.5, 1.0, 0.3)
+    compare(X, y, order, "huber", "constant", 1.0, 1.0, 0.3)
     compare(X, y, order, "squared", "optimal", 0.0, 0.1, 0.5, t0=0.0)
+
+
+def test_too_large_a_step_is_refused():
+    X, y = random_problem(4, regression=True)
+    u, v, qu, qv, st = lasso.new_state(X.shape[1])
+    _, _, status = lasso.lasso_epoch(
+        X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y,
+        np.arange(X.shape[0], dtype=np.int64), LOSSES["squared"], 0.0, SCHEDULES["constant"],
+        2.0, 1.0, 0.5, 0.0, 0.5, 1.0, True, u, v, qu, qv, st)
+    assert status == -2
+    with pytest.raises(MpisgdError, match="eta0"):
+        SGDRegressor(algorithm="sgd", penalty="elasticnet", l1_ratio=0.5, alpha=1.0,
+                     schedule="constant", eta0=2.0).fit(X, y)
 
 
 @pytest.mark.parametrize("penalty", ["l1", "elasticnet"])

@@ -1,22 +1,26 @@
 """L1 and elastic-net SGD on w = u − v with u, v ≥ 0 (Bottou 2010, Table 1, the
-Lasso), for any loss and step-size schedule, O(non-zeros) per step.
+Lasso) with the cumulative penalty of Tsuruoka, Tsujii and Ananiadou (2009),
+for any loss and step-size schedule, O(non-zeros) per step.
 
 Penalty λ1‖w‖₁ + λ2/2‖w‖² (λ1 = λρ, λ2 = λ(1 − ρ), ρ = ``l1_ratio``). Step t with
-gain γ and g = ∂ℓ/∂p, on every coordinate i:
+gain γ, g = ∂ℓ/∂p, a = 1 − γλ2 and c = γλ1, on every coordinate i:
 
-    u_i ← [(1 − γλ2) u_i − γ(λ1 + g x_i)]₊
-    v_i ← [(1 − γλ2) v_i − γ(λ1 − g x_i)]₊
+    u_i ← a u_i,  o_i ← a o_i + c          (L2 shrink; o_i: L1 penalty owed by u_i)
+    u_i ← [u_i − γ g x_i]₊                 (Table 1's step, kept ≥ 0)
+    u_i ← u_i − min(u_i, o_i), o_i ← o_i − that amount
 
-(Table 1 with λ2 = 0 and the squared loss, g = p − y). Where x_i = 0 this is
-u ← [a u − c]₊ with a = 1 − γλ2, c = γλ1, and such maps compose into one of
-the same form, so they are applied lazily (the cumulative penalty): the kernel
-stores scaled ũ = u / A, ṽ = v / A with A = Π a (as Bottou's wDivisor), in
-which the maps become ũ ← [ũ − c/A]₊; D = Σ c/A is the cumulative penalty and
-``last[i]`` the value of D when coordinate i was last brought up to date, so a
-coordinate catches up with ũ_i ← [ũ_i − (D − last_i)]₊ when x next touches it.
-A dense pass (``flush``) brings every coordinate up to date and folds A into
-ũ, ṽ: at the end of each call and when A < 1e-5. A step with γλ2 ≥ 1 maps
-every untouched u_i, v_i to 0 and is done densely.
+and the same for v with +γ g x_i. Table 1 (ρ = 1, squared loss) forgets the
+penalty a coordinate could not take because it sat at 0; the owed o_i keeps it
+(the cumulative penalty), which gives much sparser models, as scikit-learn's
+SGD with penalty="l1" does on w.
+
+Lazily: the kernel stores scaled ũ = u / A, ṽ = v / A with A = Π a (as Bottou's
+wDivisor), in which the L2 shrink is a scalar and this step's penalty is c/A
+for every coordinate; D = Σ c/A is the cumulative penalty and ``qu[i]`` the
+penalty ũ_i has taken, so it owes D − qu[i] (likewise ``qv`` for ṽ). A
+coordinate pays what it owes when x next touches it; ``flush`` (a dense pass)
+settles every coordinate and folds A into ũ, ṽ: at the end of each call and
+when A < 1e-5. A step with γλ2 ≥ 1 is refused (status −2).
 
 The bias is not penalized: b ← b − γ·bias_gain·g.
 The scalar state lives in the float64 array ``st`` indexed by the constants
@@ -42,40 +46,56 @@ SCALE_MIN = 1e-5
 
 
 def new_state(n_features):
-    """(ũ, ṽ, last, st) of a fresh model: w = 0, b = 0."""
+    """(ũ, ṽ, qu, qv, st) of a fresh model: w = 0, b = 0, nothing owed."""
     st = np.zeros(N_STATE)
     st[SCALE] = 1.0
-    return np.zeros(n_features), np.zeros(n_features), np.zeros(n_features), st
+    z = np.zeros
+    return z(n_features), z(n_features), z(n_features), z(n_features), st
+
+
+@njit(cache=True, inline="always")
+def pay(u, q, j, pen):
+    """ũ_j pays what it owes, D − q_j, as far as ũ_j ≥ 0 allows."""
+    paid = min(u[j], pen - q[j])
+    if paid > 0.0:
+        u[j] -= paid
+        q[j] += paid
 
 
 @njit(cache=True)
-def flush(u, v, last, st):
-    """Bring every coordinate up to date and fold A in: afterwards A = 1, D = 0."""
+def flush(u, v, qu, qv, st):
+    """Settle every coordinate and fold A in: afterwards A = 1, D = 0 and
+    q_j = −(what ũ_j still owes, in the new units)."""
     scale = st[SCALE]
     pen = st[PENALTY]
     for j in range(u.shape[0]):
-        due = pen - last[j]
-        u[j] = max(0.0, u[j] - due) * scale
-        v[j] = max(0.0, v[j] - due) * scale
-        last[j] = 0.0
+        pay(u, qu, j, pen)
+        pay(v, qv, j, pen)
+        u[j] *= scale
+        v[j] *= scale
+        qu[j] = -(pen - qu[j]) * scale
+        qv[j] = -(pen - qv[j]) * scale
     st[SCALE] = 1.0
     st[PENALTY] = 0.0
 
 
 @njit(cache=True, nogil=True)
 def lasso_epoch(indptr, indices, data, y, order, loss_code, loss_param, sched_code, eta0, lam,
-                l1_ratio, t0, power, bias_gain, fit_intercept, u, v, last, st):
+                l1_ratio, t0, power, bias_gain, fit_intercept, u, v, qu, qv, st):
     """One pass over the rows ``order`` of a CSR matrix; ends with ``flush`` so
     that w = u − v afterwards.
 
     Returns (sum of the losses at the predictions made before each update,
     number of those predictions with y·p ≤ 0, status), status 0 when every
-    prediction was finite and −1 when the run diverged (it then stops).
+    prediction was finite, −1 when the run diverged and −2 when a step had
+    γλ2 ≥ 1 (both stop the pass).
     """
     lam1 = lam * l1_ratio
     lam2 = lam - lam1
     t = st[T]
     b = st[BIAS]
+    scale = st[SCALE]
+    pen = st[PENALTY]
     loss_sum = 0.0
     n_err = 0
     status = 0
@@ -83,62 +103,48 @@ def lasso_epoch(indptr, indices, data, y, order, loss_code, loss_param, sched_co
         i = order[r]
         lo = indptr[i]
         hi = indptr[i + 1]
-        t += 1.0
-        gamma = eta(sched_code, t, eta0, lam, t0, power)
-        scale = st[SCALE]
-        pen = st[PENALTY]
-        # catch the coordinates of x up to step t − 1, then p = (u − v)·x + b
+        gamma = eta(sched_code, t + 1.0, eta0, lam, t0, power)
+        a = 1.0 - gamma * lam2  # L2 shrink of this step
+        if a <= 0.0:
+            status = -2
+            break
+        # the coordinates of x pay what they owe up to step t − 1; p = A (ũ − ṽ)·x + b
         p = 0.0
         for k in range(lo, hi):
             j = uint32(indices[k])
-            due = pen - last[j]
-            if due > 0.0:
-                u[j] = max(0.0, u[j] - due)
-                v[j] = max(0.0, v[j] - due)
-                last[j] = pen
+            pay(u, qu, j, pen)
+            pay(v, qv, j, pen)
             p += (u[j] - v[j]) * data[k]
         p = p * scale + b
         if not math.isfinite(p):
             status = -1
             break
+        t += 1.0
         yi = y[i]
         lv, g = loss_and_dloss(loss_code, p, yi, loss_param)
         loss_sum += lv
         if yi * p <= 0.0:
             n_err += 1
-        a = 1.0 - gamma * lam2  # L2 shrink of this step
-        c = gamma * lam1  # L1 penalty of this step
-        if a > 0.0:
-            scale *= a
-            pen += c / scale  # the untouched coordinates: ũ ← [ũ − c/A]₊
-            for k in range(lo, hi):
-                j = uint32(indices[k])
-                gx = gamma * g * data[k]
-                u[j] = max(0.0, u[j] - (c + gx) / scale)  # [a u − γ(λ1 + g x)]₊ / A
-                v[j] = max(0.0, v[j] - (c - gx) / scale)  # [a v − γ(λ1 − g x)]₊ / A
-                last[j] = pen
+        scale *= a
+        pen += gamma * lam1 / scale  # every coordinate now owes c/A more
+        for k in range(lo, hi):
+            j = uint32(indices[k])
+            step = gamma * g * data[k] / scale
+            u[j] = max(0.0, u[j] - step)  # [ũ − γ g x / A]₊
+            v[j] = max(0.0, v[j] + step)
+            pay(u, qu, j, pen)
+            pay(v, qv, j, pen)
+        if scale < SCALE_MIN:
             st[SCALE] = scale
             st[PENALTY] = pen
-            if scale < SCALE_MIN:
-                flush(u, v, last, st)
-        else:
-            # a ≤ 0: [a u − c]₊ = 0 for every untouched coordinate
-            for k in range(lo, hi):
-                j = uint32(indices[k])
-                gx = gamma * g * data[k]
-                u[j] = max(0.0, a * scale * u[j] - (c + gx))  # real units from here
-                v[j] = max(0.0, a * scale * v[j] - (c - gx))
-                last[j] = -1.0  # mark the touched coordinates (D ≥ 0)
-            for j in range(u.shape[0]):
-                if last[j] != -1.0:
-                    u[j] = 0.0
-                    v[j] = 0.0
-                last[j] = 0.0
-            st[SCALE] = 1.0
-            st[PENALTY] = 0.0
+            flush(u, v, qu, qv, st)
+            scale = 1.0
+            pen = 0.0
         if fit_intercept:
             b -= gamma * bias_gain * g
     st[T] = t
     st[BIAS] = b
-    flush(u, v, last, st)
+    st[SCALE] = scale
+    st[PENALTY] = pen
+    flush(u, v, qu, qv, st)
     return loss_sum, n_err, status
