@@ -356,3 +356,20 @@ def naive_lasso(X, y, order, loss, param, schedule, eta0, lam, l1_ratio, t0, pow
         if fit_intercept:
             b -= gamma * bias_gain * g
     return u - v, b, total, errors
+
+
+def naive_kmeans(X, order, centers, counts):
+    """Dense MacQueen: k* = argmin ‖z − w_k‖², n_k* += 1, w_k* += (z − w_k*)/n_k*.
+
+    Returns (centers, counts, sum of ‖z − w_k*‖² before each update)."""
+    W = np.array(centers, dtype=float)
+    n = np.array(counts, dtype=float)
+    total = 0.0
+    for i in order:
+        z = X[i]
+        d = ((W - z) ** 2).sum(axis=1)
+        k = int(np.argmin(d))
+        total += d[k]
+        n[k] += 1
+        W[k] += (z - W[k]) / n[k]
+    return W, n, total
