@@ -271,7 +271,7 @@ class _BaseSGD(BaseEstimator):
         elif cfg["lasso"]:
             from mpisgd.kernels import lasso
 
-            self._v, self._a, self._qu, self._qv, self._st = lasso.new_state(n)  # ũ, ṽ, ...
+            self._S, self._st = lasso.new_state(n)  # rows [ũ, ṽ, q_u, q_v]
             self._average = False
             self._xbar = np.zeros(0)
         else:
@@ -315,8 +315,8 @@ class _BaseSGD(BaseEstimator):
             loss_sum, n_err, status = lasso.lasso_epoch(
                 indptr, indices, data, y, order, cfg["loss_code"], cfg["loss_param"],
                 cfg["sched_code"], float(self.eta0_ or 0.0), cfg["lam"], cfg["l1_ratio"],
-                cfg["t0"], cfg["power"], cfg["bias_gain"], cfg["fit_intercept"], self._v,
-                self._a, self._qu, self._qv, self._st,
+                cfg["t0"], cfg["power"], cfg["bias_gain"], cfg["fit_intercept"], self._S,
+                self._st,
             )
         else:
             loss_sum, n_err, status = sgd.sgd_epoch(
@@ -355,7 +355,9 @@ class _BaseSGD(BaseEstimator):
         elif self._cfg["sgdqn"]:
             w, b = self._v.copy(), st[1]  # st[mpisgd.kernels.sgdqn.BIAS]
         elif self._cfg["lasso"]:
-            w, b = self._v - self._a, st[3]  # u − v (flushed), st[mpisgd.kernels.lasso.BIAS]
+            from mpisgd.kernels import lasso
+
+            w, b = lasso.weights(self._S), st[lasso.BIAS]  # u − v (flushed)
         elif self._average and not st[sgd.COPYING]:
             w = (self._a + st[sgd.W_FRACTION] * self._v) / st[sgd.A_DIVISOR]  # ā
             b = st[sgd.A_BIAS]

@@ -29,20 +29,20 @@ def random_problem(seed, m=40, n=12, density=0.4, regression=False):
 
 def run_kernel(X, y, order, loss, schedule, eta0, lam, l1_ratio, t0=3.0, power=0.5,
                bias_gain=1.0, fit_intercept=True, splits=3):
-    u, v, qu, qv, st = lasso.new_state(X.shape[1])
+    S, st = lasso.new_state(X.shape[1])
     total, errors = 0.0, 0
     for part in np.array_split(order, splits):  # the state must carry over between calls
         s, e, status = lasso.lasso_epoch(
             X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y,
             part.astype(np.int64), LOSSES[loss], DEFAULT_PARAM.get(loss, 0.0),
             SCHEDULES[schedule], eta0, lam, l1_ratio, t0, power, bias_gain, fit_intercept,
-            u, v, qu, qv, st)
+            S, st)
         assert status == 0
         total += s
         errors += e
     assert st[lasso.SCALE] == 1.0 and st[lasso.PENALTY] == 0.0  # flushed
-    assert np.all(u >= 0) and np.all(v >= 0)
-    return u - v, st[lasso.BIAS], total, errors
+    assert np.all(S[:, :2] >= 0)  # u, v ≥ 0
+    return lasso.weights(S), st[lasso.BIAS], total, errors
 
 
 def compare(X, y, order, loss, schedule, eta0, lam, l1_ratio, **kw):
@@ -89,11 +89,11 @@ def test_scale_folding():
 
 def test_too_large_a_step_is_refused():
     X, y = random_problem(4, regression=True)
-    u, v, qu, qv, st = lasso.new_state(X.shape[1])
+    S, st = lasso.new_state(X.shape[1])
     _, _, status = lasso.lasso_epoch(
         X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y,
         np.arange(X.shape[0], dtype=np.int64), LOSSES["squared"], 0.0, SCHEDULES["constant"],
-        2.0, 1.0, 0.5, 0.0, 0.5, 1.0, True, u, v, qu, qv, st)
+        2.0, 1.0, 0.5, 0.0, 0.5, 1.0, True, S, st)
     assert status == -2
     with pytest.raises(MpisgdError, match="eta0"):
         SGDRegressor(algorithm="sgd", penalty="elasticnet", l1_ratio=0.5, alpha=1.0,

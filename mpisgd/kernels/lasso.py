@@ -16,9 +16,11 @@ SGD with penalty="l1" does on w.
 
 Lazily: the kernel stores scaled ũ = u / A, ṽ = v / A with A = Π a (as Bottou's
 wDivisor), in which the L2 shrink is a scalar and this step's penalty is c/A
-for every coordinate; D = Σ c/A is the cumulative penalty and ``qu[i]`` the
-penalty ũ_i has taken, so it owes D − qu[i] (likewise ``qv`` for ṽ). A
-coordinate pays what it owes when x next touches it; ``flush`` (a dense pass)
+for every coordinate; D = Σ c/A is the cumulative penalty and q_u the penalty
+ũ_i has taken, so it owes D − q_u (likewise q_v for ṽ). The four numbers of a
+coordinate are one row of the (n, 4) array ``S`` = [ũ, ṽ, q_u, q_v] (one cache
+line per touched coordinate). A coordinate pays what it owes when x next
+touches it; ``flush`` (a dense pass)
 settles every coordinate and folds A into ũ, ṽ: at the end of each call and
 when A < 1e-5. A step with γλ2 ≥ 1 is refused (status −2).
 
@@ -45,43 +47,51 @@ N_STATE = 4
 SCALE_MIN = 1e-5
 
 
+U, V, QU, QV = 0, 1, 2, 3  # the columns of S
+
+
 def new_state(n_features):
-    """(ũ, ṽ, qu, qv, st) of a fresh model: w = 0, b = 0, nothing owed."""
+    """(S, st) of a fresh model: w = 0, b = 0, nothing owed."""
     st = np.zeros(N_STATE)
     st[SCALE] = 1.0
-    z = np.zeros
-    return z(n_features), z(n_features), z(n_features), z(n_features), st
+    return np.zeros((n_features, 4)), st
+
+
+def weights(S):
+    """w = u − v (after ``flush``)."""
+    return S[:, U] - S[:, V]
 
 
 @njit(cache=True, inline="always")
-def pay(u, q, j, pen):
-    """ũ_j pays what it owes, D − q_j, as far as ũ_j ≥ 0 allows."""
-    paid = min(u[j], pen - q[j])
+def pay(S, j, side, pen):
+    """Side ``side`` (U or V) of coordinate j pays what it owes, D − q, as far as
+    it stays ≥ 0."""
+    paid = min(S[j, side], pen - S[j, side + 2])
     if paid > 0.0:
-        u[j] -= paid
-        q[j] += paid
+        S[j, side] -= paid
+        S[j, side + 2] += paid
 
 
 @njit(cache=True)
-def flush(u, v, qu, qv, st):
+def flush(S, st):
     """Settle every coordinate and fold A in: afterwards A = 1, D = 0 and
-    q_j = −(what ũ_j still owes, in the new units)."""
+    q = −(what the side still owes, in the new units)."""
     scale = st[SCALE]
     pen = st[PENALTY]
-    for j in range(u.shape[0]):
-        pay(u, qu, j, pen)
-        pay(v, qv, j, pen)
-        u[j] *= scale
-        v[j] *= scale
-        qu[j] = -(pen - qu[j]) * scale
-        qv[j] = -(pen - qv[j]) * scale
+    for j in range(S.shape[0]):
+        pay(S, j, U, pen)
+        pay(S, j, V, pen)
+        S[j, U] *= scale
+        S[j, V] *= scale
+        S[j, QU] = -(pen - S[j, QU]) * scale
+        S[j, QV] = -(pen - S[j, QV]) * scale
     st[SCALE] = 1.0
     st[PENALTY] = 0.0
 
 
 @njit(cache=True, nogil=True)
 def lasso_epoch(indptr, indices, data, y, order, loss_code, loss_param, sched_code, eta0, lam,
-                l1_ratio, t0, power, bias_gain, fit_intercept, u, v, qu, qv, st):
+                l1_ratio, t0, power, bias_gain, fit_intercept, S, st):
     """One pass over the rows ``order`` of a CSR matrix; ends with ``flush`` so
     that w = u − v afterwards.
 
@@ -112,9 +122,9 @@ def lasso_epoch(indptr, indices, data, y, order, loss_code, loss_param, sched_co
         p = 0.0
         for k in range(lo, hi):
             j = uint32(indices[k])
-            pay(u, qu, j, pen)
-            pay(v, qv, j, pen)
-            p += (u[j] - v[j]) * data[k]
+            pay(S, j, U, pen)
+            pay(S, j, V, pen)
+            p += (S[j, U] - S[j, V]) * data[k]
         p = p * scale + b
         if not math.isfinite(p):
             status = -1
@@ -130,14 +140,14 @@ def lasso_epoch(indptr, indices, data, y, order, loss_code, loss_param, sched_co
         for k in range(lo, hi):
             j = uint32(indices[k])
             step = gamma * g * data[k] / scale
-            u[j] = max(0.0, u[j] - step)  # [ũ − γ g x / A]₊
-            v[j] = max(0.0, v[j] + step)
-            pay(u, qu, j, pen)
-            pay(v, qv, j, pen)
+            S[j, U] = max(0.0, S[j, U] - step)  # [ũ − γ g x / A]₊
+            S[j, V] = max(0.0, S[j, V] + step)
+            pay(S, j, U, pen)
+            pay(S, j, V, pen)
         if scale < SCALE_MIN:
             st[SCALE] = scale
             st[PENALTY] = pen
-            flush(u, v, qu, qv, st)
+            flush(S, st)
             scale = 1.0
             pen = 0.0
         if fit_intercept:
@@ -146,5 +156,5 @@ def lasso_epoch(indptr, indices, data, y, order, loss_code, loss_param, sched_co
     st[BIAS] = b
     st[SCALE] = scale
     st[PENALTY] = pen
-    flush(u, v, qu, qv, st)
+    flush(S, st)
     return loss_sum, n_err, status
