@@ -328,7 +328,8 @@ def naive_lasso(X, y, order, loss, param, schedule, eta0, lam, l1_ratio, t0, pow
                 fit_intercept):
     """Dense SGD on w = u − v (Bottou's Table 1 Lasso, with an L2 part for the
     elastic net) with the cumulative penalty: every coordinate of u and v and
-    its owed penalty o, every step.
+    what it owes, o (the penalty it could not take and the part of a step below
+    0), every step.
 
     Returns (w, b, sum of losses before each step, errors)."""
     n = X.shape[1]
@@ -348,8 +349,9 @@ def naive_lasso(X, y, order, loss, param, schedule, eta0, lam, l1_ratio, t0, pow
         a, c = 1 - gamma * lam2, gamma * lam1
         assert a > 0
         u, v, ou, ov = a * u, a * v, a * ou + c, a * ov + c
-        u = np.maximum(0.0, u - gamma * g * x)
-        v = np.maximum(0.0, v + gamma * g * x)
+        zu, zv = u - gamma * g * x, v + gamma * g * x
+        u, ou = np.maximum(0.0, zu), ou + np.maximum(0.0, -zu)
+        v, ov = np.maximum(0.0, zv), ov + np.maximum(0.0, -zv)
         paid_u, paid_v = np.minimum(u, ou), np.minimum(v, ov)
         u, ou = u - paid_u, ou - paid_u
         v, ov = v - paid_v, ov - paid_v
