@@ -271,7 +271,7 @@ class _BaseSGD(BaseEstimator):
         elif cfg["lasso"]:
             from mpisgd.kernels import lasso
 
-            self._S, self._st = lasso.new_state(n)  # rows [ũ, ṽ, q_u, q_v]
+            self._r, self._st = lasso.new_state(n)  # w = A soft(r, D)
             self._average = False
             self._xbar = np.zeros(0)
         else:
@@ -315,7 +315,7 @@ class _BaseSGD(BaseEstimator):
             loss_sum, n_err, status = lasso.lasso_epoch(
                 indptr, indices, data, y, order, cfg["loss_code"], cfg["loss_param"],
                 cfg["sched_code"], float(self.eta0_ or 0.0), cfg["lam"], cfg["l1_ratio"],
-                cfg["t0"], cfg["power"], cfg["bias_gain"], cfg["fit_intercept"], self._S,
+                cfg["t0"], cfg["power"], cfg["bias_gain"], cfg["fit_intercept"], self._r,
                 self._st,
             )
         else:
@@ -357,7 +357,7 @@ class _BaseSGD(BaseEstimator):
         elif self._cfg["lasso"]:
             from mpisgd.kernels import lasso
 
-            w, b = lasso.weights(self._S), st[lasso.BIAS]  # u − v (flushed)
+            w, b = lasso.weights(self._r, st), st[lasso.BIAS]  # u − v
         elif self._average and not st[sgd.COPYING]:
             w = (self._a + st[sgd.W_FRACTION] * self._v) / st[sgd.A_DIVISOR]  # ā
             b = st[sgd.A_BIAS]

@@ -1,6 +1,6 @@
 """L1 and elastic-net SGD on w = u − v with u, v ≥ 0 (Bottou 2010, Table 1, the
-Lasso) with the cumulative penalty of Tsuruoka, Tsujii and Ananiadou (2009),
-for any loss and step-size schedule, O(non-zeros) per step.
+Lasso) with a cumulative penalty (Tsuruoka, Tsujii and Ananiadou 2009), for any
+loss and step-size schedule, O(non-zeros) per step and one dense array.
 
 Penalty λ1‖w‖₁ + λ2/2‖w‖² (λ1 = λρ, λ2 = λ(1 − ρ), ρ = ``l1_ratio``). Step t with
 gain γ, g = ∂ℓ/∂p, a = 1 − γλ2 and c = γλ1, on every coordinate i:
@@ -11,22 +11,24 @@ gain γ, g = ∂ℓ/∂p, a = 1 − γλ2 and c = γλ1, on every coordinate i:
     u_i ← u_i − min(u_i, o_i), o_i ← o_i − that amount
 
 and the same for v with +γ g x_i. Table 1 (ρ = 1, squared loss) clips u_i and
-v_i at 0 and forgets both the penalty a side could not take there and the
-part of a step that went below 0. Keeping them owed (the cumulative penalty
-of Tsuruoka et al., extended to the clipped steps) lets the two sides net the
-noise pushes of either sign, as scikit-learn's SGD with penalty="l1" does on w:
+v_i at 0 and forgets both the penalty a side could not take there and the part
+of a step that went below 0. Keeping them owed (the cumulative penalty of
+Tsuruoka et al., extended to the clipped steps) lets the two sides net the
+noise pushes of either sign, as scikit-learn's SGD with penalty="l1" does on w;
 without the clipped steps the models had 2–8 times more non-zeros than
 scikit-learn's at the same objective (a9a, RCV1-like).
 
-Lazily: the kernel stores scaled ũ = u / A, ṽ = v / A with A = Π a (as Bottou's
-wDivisor), in which the L2 shrink is a scalar and this step's penalty is c/A
-for every coordinate; D = Σ c/A is the cumulative penalty and q_u what ũ_i has
-paid minus its clipped steps, so it owes D − q_u (likewise q_v for ṽ). The four
-numbers of a coordinate are one row of the (n, 4) array ``S`` = [ũ, ṽ, q_u, q_v]
-(one cache line per touched coordinate). A coordinate pays what it owes when x
-next touches it; ``flush`` (a dense pass) settles every coordinate and folds A
-into ũ, ṽ: at the end of each call and when A < 1e-5. A step with γλ2 ≥ 1 is
-refused (status −2).
+Closed form. In units scaled by A = Π a (Bottou's wDivisor), the shrink is the
+scalar A, each step adds c/A to every o_i, and r_u = ũ_i − õ_i + D (D = Σ c/A,
+the cumulative penalty) is unchanged by the clip and by paying: only the step
+moves it, r_u ← r_u − γ g x_i / A. Paying leaves ũ_i = [r_u − D]₊, and r_v = −r_u
+(v takes the opposite steps). So the kernel keeps one array r (r = r_u) and
+
+    w = u − v = A (ũ − ṽ) = A · soft(r, D),   soft(r, D) = sign(r) [|r| − D]₊,
+
+touching only the coordinates of x (tests/naive.py runs the four-variable
+form above densely). A is folded into r and D when A < 1e-5. A step with
+γλ2 ≥ 1 is refused (status −2).
 
 The bias is not penalized: b ← b − γ·bias_gain·g.
 The scalar state lives in the float64 array ``st`` indexed by the constants
@@ -43,61 +45,31 @@ from mpisgd.kernels.schedules import eta
 
 # Indices into the scalar state array ``st``.
 T = 0  # examples seen so far
-SCALE = 1  # A: u = A ũ, v = A ṽ
-PENALTY = 2  # D, the cumulative penalty Σ c/A in scaled units
+SCALE = 1  # A: w = A soft(r, D)
+PENALTY = 2  # D = Σ c/A, the cumulative penalty in scaled units
 BIAS = 3  # b
 N_STATE = 4
 
 SCALE_MIN = 1e-5
 
 
-U, V, QU, QV = 0, 1, 2, 3  # the columns of S
-
-
 def new_state(n_features):
-    """(S, st) of a fresh model: w = 0, b = 0, nothing owed."""
+    """(r, st) of a fresh model: w = 0, b = 0, nothing owed."""
     st = np.zeros(N_STATE)
     st[SCALE] = 1.0
-    return np.zeros((n_features, 4)), st
+    return np.zeros(n_features), st
 
 
-def weights(S):
-    """w = u − v (after ``flush``)."""
-    return S[:, U] - S[:, V]
-
-
-@njit(cache=True, inline="always")
-def pay(S, j, side, pen):
-    """Side ``side`` (U or V) of coordinate j pays what it owes, D − q, as far as
-    it stays ≥ 0."""
-    paid = min(S[j, side], pen - S[j, side + 2])
-    if paid > 0.0:
-        S[j, side] -= paid
-        S[j, side + 2] += paid
-
-
-@njit(cache=True)
-def flush(S, st):
-    """Settle every coordinate and fold A in: afterwards A = 1, D = 0 and
-    q = −(what the side still owes, in the new units)."""
-    scale = st[SCALE]
+def weights(r, st):
+    """w = A soft(r, D) = u − v (one dense pass)."""
     pen = st[PENALTY]
-    for j in range(S.shape[0]):
-        pay(S, j, U, pen)
-        pay(S, j, V, pen)
-        S[j, U] *= scale
-        S[j, V] *= scale
-        S[j, QU] = -(pen - S[j, QU]) * scale
-        S[j, QV] = -(pen - S[j, QV]) * scale
-    st[SCALE] = 1.0
-    st[PENALTY] = 0.0
+    return st[SCALE] * (np.maximum(r - pen, 0.0) + np.minimum(r + pen, 0.0))
 
 
 @njit(cache=True, nogil=True)
 def lasso_epoch(indptr, indices, data, y, order, loss_code, loss_param, sched_code, eta0, lam,
-                l1_ratio, t0, power, bias_gain, fit_intercept, S, st):
-    """One pass over the rows ``order`` of a CSR matrix; ends with ``flush`` so
-    that w = u − v afterwards.
+                l1_ratio, t0, power, bias_gain, fit_intercept, r, st):
+    """One pass over the rows ``order`` of a CSR matrix.
 
     Returns (sum of the losses at the predictions made before each update,
     number of those predictions with y·p ≤ 0, status), status 0 when every
@@ -113,8 +85,8 @@ def lasso_epoch(indptr, indices, data, y, order, loss_code, loss_param, sched_co
     loss_sum = 0.0
     n_err = 0
     status = 0
-    for r in range(order.shape[0]):
-        i = order[r]
+    for row in range(order.shape[0]):
+        i = order[row]
         lo = indptr[i]
         hi = indptr[i + 1]
         gamma = eta(sched_code, t + 1.0, eta0, lam, t0, power)
@@ -122,13 +94,11 @@ def lasso_epoch(indptr, indices, data, y, order, loss_code, loss_param, sched_co
         if a <= 0.0:
             status = -2
             break
-        # the coordinates of x pay what they owe up to step t − 1; p = A (ũ − ṽ)·x + b
+        # p = A soft(r, D)·x + b  (soft(r, D) = [r − D]₊ − [−r − D]₊ = ũ − ṽ)
         p = 0.0
         for k in range(lo, hi):
-            j = uint32(indices[k])
-            pay(S, j, U, pen)
-            pay(S, j, V, pen)
-            p += (S[j, U] - S[j, V]) * data[k]
+            rj = r[uint32(indices[k])]
+            p += (max(rj - pen, 0.0) + min(rj + pen, 0.0)) * data[k]
         p = p * scale + b
         if not math.isfinite(p):
             status = -1
@@ -139,34 +109,20 @@ def lasso_epoch(indptr, indices, data, y, order, loss_code, loss_param, sched_co
         loss_sum += lv
         if yi * p <= 0.0:
             n_err += 1
-        scale *= a
-        pen += gamma * lam1 / scale  # every coordinate now owes c/A more
+        scale *= a  # u, v, o ← a u, a v, a o
+        pen += gamma * lam1 / scale  # every o_i grows by c
+        gs = gamma * g / scale
         for k in range(lo, hi):
-            j = uint32(indices[k])
-            step = gamma * g * data[k] / scale
-            nu = S[j, U] - step  # Table 1's step; the part below 0 is owed
-            if nu < 0.0:
-                S[j, QU] += nu
-                nu = 0.0
-            S[j, U] = nu
-            nv = S[j, V] + step
-            if nv < 0.0:
-                S[j, QV] += nv
-                nv = 0.0
-            S[j, V] = nv
-            pay(S, j, U, pen)
-            pay(S, j, V, pen)
+            r[uint32(indices[k])] -= gs * data[k]  # Table 1's step, γ g x / A
         if scale < SCALE_MIN:
-            st[SCALE] = scale
-            st[PENALTY] = pen
-            flush(S, st)
+            for j in range(r.shape[0]):
+                r[j] *= scale
+            pen *= scale
             scale = 1.0
-            pen = 0.0
         if fit_intercept:
             b -= gamma * bias_gain * g
     st[T] = t
     st[BIAS] = b
     st[SCALE] = scale
     st[PENALTY] = pen
-    flush(S, st)
     return loss_sum, n_err, status
