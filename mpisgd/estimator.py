@@ -353,7 +353,9 @@ class _BaseSGD(BaseEstimator):
             w, b = dekel.weights(self._variant, self._bias_mode, self._cfg["lam"], xbar,
                                  float(xbar @ xbar), self._v, self._u, st)
         elif self._cfg["sgdqn"]:
-            w, b = self._v.copy(), st[1]  # st[mpisgd.kernels.sgdqn.BIAS]
+            from mpisgd.kernels import sgdqn
+
+            w, b = self._v.copy(), st[sgdqn.BIAS]
         elif self._cfg["lasso"]:
             from mpisgd.kernels import lasso
 

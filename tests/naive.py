@@ -375,3 +375,26 @@ def naive_kmeans(X, order, centers, counts):
         n[k] += 1
         W[k] += (z - W[k]) / n[k]
     return W, n, total
+
+
+def naive_pa(X, y, owner, k, rule, C, fit_intercept):
+    """Dense passive-aggressive learners (Crammer et al. 2006, hinge loss): learner
+    owner[i] predicts p = w·x + b, then w ← w + τ y x, b ← b + τ y with
+    τ = ℓ/‖x‖² (pa), min(C, ℓ/‖x‖²) (pa-i), ℓ/(‖x‖² + 1/(2C)) (pa-ii), ‖x‖²
+    counting the bias feature. Returns (w (k, n), b (k,))."""
+    X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+    w = np.zeros((k, X.shape[1]))
+    b = np.zeros(k)
+    for x, yi, l in zip(X, y, owner):
+        hinge = max(0.0, 1.0 - yi * (w[l] @ x + b[l]))
+        sq = x @ x + (1.0 if fit_intercept else 0.0)
+        if rule == "pa-ii":
+            tau = hinge / (sq + 1.0 / (2.0 * C))
+        elif hinge == 0.0 or sq == 0.0:
+            tau = 0.0
+        else:
+            tau = min(C, hinge / sq) if rule == "pa-i" else hinge / sq
+        w[l] += tau * yi * x
+        if fit_intercept:
+            b[l] += tau * yi
+    return w, b
