@@ -3,6 +3,7 @@
     python bench/bench_algorithms.py fig2   --out runs/algorithms   # SGD, SGD-QN, ASGD (Bottou's Fig. 2)
     python bench/bench_algorithms.py lasso  --out runs/algorithms   # L1 vs scikit-learn's SGDRegressor
     python bench/bench_algorithms.py kmeans --out runs/algorithms   # OnlineKMeans vs MiniBatchKMeans
+    python bench/bench_algorithms.py pa     --out runs/algorithms   # PA rules under the protocols
 
 fig2: Bottou (2010) Fig. 2 on our data: squared hinge, test error and test
 objective ("expected risk") after each epoch for SGD (γ0/(1 + λγ0 t)), SGD-QN
@@ -21,6 +22,12 @@ seconds per epoch (median over the epochs, each one ``partial_fit`` call).
 kmeans: ``mpisgd.OnlineKMeans`` (MacQueen) and scikit-learn's
 ``MiniBatchKMeans`` from the same k-means++ seeds: inertia on the data and CPU
 seconds of the whole fit.
+
+pa: the passive-aggressive rules beside SGD in the simulator on the drifting
+disjunction (Kamp et al.'s first experiment at a smaller scale: ``--learners``
+k, ``--rounds`` T, seed 0): cumulative online errors and bytes of none,
+static b = 8 and dynamic (Δ = ``--delta``, b = 8) for SGD (log loss, η = 1,
+λ = 0, the paper's learner) and PA, PA-I, PA-II (hinge, C = ``--pa-c``).
 
 Times are CPU seconds of the calling thread (``time.thread_time``; single
 threaded, BLAS/OpenMP pools at 1): the machine is shared, so compare ratios
@@ -254,23 +261,75 @@ def kmeans_table(rows):
     return lines
 
 
+# ---------------------------------------------------------------- pa
+
+def pa(args):
+    import tempfile
+
+    from mpisgd.cli import main as cli
+
+    rules = [("sgd", ["--loss", "log"]), ("pa", ["--loss", "hinge", "--rule", "pa"]),
+             ("pa-i", ["--loss", "hinge", "--rule", "pa-i", "-C", str(args.pa_c)]),
+             ("pa-ii", ["--loss", "hinge", "--rule", "pa-ii", "-C", str(args.pa_c)])]
+    protocols = [("none", ["--protocol", "none"]),
+                 ("static b=8", ["--protocol", "static", "--period", "8"]),
+                 (f"dynamic Δ={args.delta:g} b=8",
+                  ["--protocol", "dynamic", "--delta", str(args.delta), "--period", "8"])]
+    rows = []
+    for rule, rule_args in rules:
+        for proto, proto_args in protocols:
+            with tempfile.TemporaryDirectory() as out:
+                seconds = cpu(lambda: cli(["simulate", "--synthetic", "disjunction", "--learners",
+                                           str(args.learners), "--rounds", str(args.rounds),
+                                           "--seed", "0", "--out", out, "--quiet",
+                                           *rule_args, *proto_args]))
+                with open(os.path.join(out, "report.json")) as f:
+                    rep = json.load(f)
+            rows.append(dict(rule=rule, protocol=proto, errors=int(rep["errors"]),
+                             examples=int(rep["examples"]), model_messages=int(rep["model_messages"]),
+                             bytes=int(sum(rep["bytes_sent"].values())), seconds=seconds,
+                             drifts=len(rep["drifts"])))
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def pa_table(rows):
+    lines = ["| rule | protocol | errors | error rate | model msgs | bytes | error reduction kept "
+             "| bytes / static b=8 | CPU s |", "|---|---|---|---|---|---|---|---|---|"]
+    for rule in dict.fromkeys(r["rule"] for r in rows):
+        rr = {r["protocol"]: r for r in rows if r["rule"] == rule}
+        none, static = rr["none"]["errors"], rr["static b=8"]
+        for proto, r in rr.items():
+            kept = ((none - r["errors"]) / (none - static["errors"])
+                    if none != static["errors"] else float("nan"))
+            lines.append(f"| {rule} | {proto} | {r['errors']} | {r['errors'] / r['examples']:.4f} | "
+                         f"{r['model_messages']} | {r['bytes']} | {100 * kept:.1f} % | "
+                         f"{r['bytes'] / static['bytes']:.3f} | {r['seconds']:.1f} |")
+    return lines
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=("fig2", "lasso", "kmeans"))
+    p.add_argument("what", choices=("fig2", "lasso", "kmeans", "pa"))
     p.add_argument("--out", default="runs/algorithms")
     p.add_argument("--epochs", type=int, default=10, help="fig2: epochs")
     p.add_argument("--lasso-epochs", type=int, default=5, help="lasso: epochs")
     p.add_argument("--rcv1-train", type=int, default=200000,
                    help="training documents of the RCV1-like set")
+    p.add_argument("--learners", type=int, default=128, help="pa: k")
+    p.add_argument("--rounds", type=int, default=10000, help="pa: T")
+    p.add_argument("--delta", type=float, default=3.0, help="pa: Δ of the dynamic protocol")
+    p.add_argument("--pa-c", type=float, default=0.1, help="pa: C of PA-I and PA-II")
     p.add_argument("--figure", default="docs/figures/sgdqn_fig2.png", help="fig2: the PNG")
     args = p.parse_args(argv)
     from threadpoolctl import threadpool_limits
 
     os.makedirs(args.out, exist_ok=True)
     with threadpool_limits(1):
-        rows = {"fig2": fig2, "lasso": lasso, "kmeans": kmeans}[args.what](args)
-    table = {"fig2": fig2_table, "lasso": lasso_table, "kmeans": kmeans_table}[args.what](rows)
+        rows = {"fig2": fig2, "lasso": lasso, "kmeans": kmeans, "pa": pa}[args.what](args)
+    table = {"fig2": fig2_table, "lasso": lasso_table, "kmeans": kmeans_table,
+             "pa": pa_table}[args.what](rows)
     with open(os.path.join(args.out, f"{args.what}.json"), "w") as f:
         json.dump(rows, f, indent=1)
     text = "\n".join(table) + "\n"
