@@ -63,3 +63,25 @@ def test_bad_input(kw, match):
     args.update(kw)
     with pytest.raises(MpisgdError, match=match):
         OnlineLearners(2, 5, **args)
+
+
+def test_simulate_equals_train_sync_with_pa(tmp_path):
+    """The PA rule through ``mpiexec -n 2 … train --mode sync`` and ``simulate``: the
+    same errors, messages, bytes and final model (as tests/test_equivalence.py for SGD)."""
+    from tests.test_equivalence import MPIEXEC, _simulate, _train
+    from mpisgd.data.synthetic import DisjunctionStream, write_learner_shards
+
+    if not MPIEXEC.exists():
+        pytest.skip("no mpiexec")
+    paths = write_learner_shards(DisjunctionStream(30, 2, seed=11, drift_prob=0.01), 400,
+                                 str(tmp_path / "shards"))
+    args = ["--protocol", "dynamic", "--delta", "0.1", "--period", "2", "--loss", "hinge",
+            "--rule", "pa-ii", "-C", "0.1"]
+    report, model = _train(2, paths, args, tmp_path / "train")
+    sim = _simulate(paths, args, tmp_path / "sim")
+    assert report["protocol"]["violations"] > 0
+    assert sim["errors"] == report["online"]["errors"]
+    assert sim["model_messages"] == report["communication"]["model_messages_paper"]["total"]
+    assert sum(sim["bytes_sent"].values()) == sum(
+        c["bytes"] for c in report["communication"]["sent"].values())
+    np.testing.assert_allclose(sim["coef"], model.coef, rtol=1e-9, atol=1e-12)
