@@ -139,13 +139,11 @@ def learn_rows(
         lo, hi = indptr[i], indptr[i + 1]
         rx = 0.0
         vx = 0.0
-        xx = 0.0  # ‖x‖² (the PA rules)
         for jj in range(lo, hi):
             x = data[jj]
             j = indices[jj]
             rx += r[j] * x
             vx += V[l, j] * x
-            xx += x * x
         p = alpha[l] * rx + s[l] * vx + bias[l]  # p = w·x + b
         if not math.isfinite(p):  # a non-finite feature always makes p so (0·inf is NaN)
             for jj in range(lo, hi):
@@ -164,7 +162,10 @@ def learn_rows(
             step = gamma * g  # w ← (1 − γλ)w − step·x
         else:
             decay = 1.0
-            step = -pa_tau(rule, lv, xx + (1.0 if fit_intercept else 0.0), aggressiveness) * yi
+            xx = 1.0 if fit_intercept else 0.0  # ‖x‖², the bias feature included
+            for jj in range(lo, hi):
+                xx += data[jj] * data[jj]
+            step = -pa_tau(rule, lv, xx, aggressiveness) * yi
         if not (decay >= 0.0 and math.isfinite(step)):
             return DIVERGED, i
         if decay == 0.0:  # γλ = 1 (1/(λt) at t = 1): w ← −γg·x forgets w entirely
