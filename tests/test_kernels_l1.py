@@ -125,6 +125,7 @@ def test_estimators_run_the_kernel(penalty):
     assert np.array_equal(inc.coef_, reg.coef_)
     yc = np.where(y > np.median(y), 1, 0)
     clf = SGDClassifier(loss="log", max_iter=2, **kw).fit(X, yc)
+    assert clf.coef_.shape == (1, X.shape[1]) and clf.intercept_.shape == (1,)
     assert clf.score(X, yc) > 0.6
 
 

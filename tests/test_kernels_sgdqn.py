@@ -91,8 +91,9 @@ def test_estimator_runs_the_kernel():
     order = np.tile(np.arange(X.shape[0]), 2)
     w, b, _, _, _ = naive_sgdqn(X.toarray(), y, order, "squared_hinge", 0.0, 0.01, 16, 0.25,
                                 1.0, True, False)
-    assert np.allclose(clf.coef_, w, rtol=1e-9, atol=1e-12)
-    assert np.isclose(clf.intercept_, b, rtol=1e-9, atol=1e-12)
+    assert clf.coef_.shape == (1, 20) and clf.intercept_.shape == (1,)  # scikit-learn's shapes
+    assert np.allclose(clf.coef_[0], w, rtol=1e-9, atol=1e-12)
+    assert np.isclose(clf.intercept_[0], b, rtol=1e-9, atol=1e-12)
     inc = SGDClassifier(**kw)
     inc.partial_fit(X, y)
     inc.partial_fit(X, y)

@@ -85,3 +85,11 @@ def test_simulate_equals_train_sync_with_pa(tmp_path):
     assert sum(sim["bytes_sent"].values()) == sum(
         c["bytes"] for c in report["communication"]["sent"].values())
     np.testing.assert_allclose(sim["coef"], model.coef, rtol=1e-9, atol=1e-12)
+
+
+def test_warm_up_copies_the_rule():
+    """``options`` (what warm_up's scratch learner is built from) rebuilds the
+    same kernel arguments, the rule and C included."""
+    L = OnlineLearners(2, 5, loss="hinge", rule="pa-ii", aggressiveness=0.3)
+    assert OnlineLearners(2, 5, **L.options).params == L.params
+    L.warm_up()
