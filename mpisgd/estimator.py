@@ -3,7 +3,8 @@
 The estimator validates the input, turns option strings into integer codes,
 allocates the state and calls one kernel per epoch; the kernels only compute
 (mpisgd.kernels.sgd for Bottou's SGD/ASGD with any schedule,
-mpisgd.kernels.dekel for Dekel's SGD/ASGD/CASGD with step 1/(λt)).
+mpisgd.kernels.dekel for Dekel's SGD/ASGD/CASGD with step 1/(λt),
+mpisgd.kernels.sgdqn for SGD-QN, mpisgd.kernels.lasso for L1/elastic net).
 
 ``algorithm``:
   "sgd"          Bottou's SGD, schedule "bottou" γ0/(1 + λγ0 t) by default.
@@ -11,15 +12,21 @@ mpisgd.kernels.dekel for Dekel's SGD/ASGD/CASGD with step 1/(λt)).
                  averaging from ``avg_start`` examples on (default: one epoch).
   "dekel-sgd", "dekel-asgd", "dekel-casgd"
                  Dekel's kernels, step 1/(λt), bias regularized or not.
+  "sgdqn"        SGD-QN (Bordes, Bottou and Gallinari 2009 with its erratum):
+                 a diagonal gain B starting at γ0 I, re-estimated every
+                 ``skip_`` steps (mpisgd.kernels.sgdqn); λ > 0.
 When γ0 (``eta0``) is None it is calibrated on 1,000 examples as Bottou's
 svmsgd does (``eta0_`` holds the choice, printed when ``verbose``).
 
 ``average`` (scikit-learn's name): None lets ``algorithm`` decide; False,
 True or an int n ≥ 1 select Bottou's kernel without averaging, averaging
 from the first example on, or averaging from example n on (``avg_start``
-= 0 or n; only with algorithm "sgd" or "asgd").
+= 0 or n; only with algorithm "sgd" or "asgd", and with penalty "l2":
+the L1 kernel does not average).
 
-``penalty``: one of PENALTIES (what the kernels implement).
+``penalty``: one of PENALTIES, "l2" for every algorithm, "l1" and
+"elasticnet" (with ``l1_ratio``) only with algorithm "sgd"
+(mpisgd.kernels.lasso, exact zeros).
 
 Classification with K ≥ 3 classes is one-versus-rest: K binary problems
 (class c against the others, c → +1) share the options and the rows, each
@@ -56,10 +63,10 @@ from mpisgd.kernels.order import SHUFFLES, block_rows, epoch_order, shuffled_cop
 from mpisgd.kernels.schedules import NEEDS_POSITIVE_LAMBDA, OPTIMAL, SCHEDULES
 from mpisgd.model import LinearModel, loss_error_sums
 
-ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd")
-# The regularizers the kernels implement (λ/2 ‖w‖²): the one list every check uses.
-PENALTIES = ("l2",)
+ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd", "sgdqn")
 DEFAULT_SCHEDULE = {"sgd": "bottou", "asgd": "xu"}
+# Penalties, and the L1 share ρ of λ(ρ‖w‖₁ + (1 − ρ)/2 ‖w‖²) they fix (None: ``l1_ratio``).
+PENALTIES = {"l2": 0.0, "l1": 1.0, "elasticnet": None}
 LOSS_ALIASES = {"log_loss": "log", "squared_error": "squared"}
 
 
@@ -86,14 +93,23 @@ def _check_config(est, losses):
         )
     if est.penalty not in PENALTIES:
         raise MpisgdError(
-            f"{name}: penalty {est.penalty!r} is not implemented; choose one of {', '.join(PENALTIES)}"
+            f"{name}: unknown penalty {est.penalty!r}; choose one of {', '.join(PENALTIES)}"
         )
     average, avg_start = _check_average(est)
     lam = float(est.alpha)
     if not math.isfinite(lam) or lam < 0:
         raise MpisgdError(f"{name}: alpha (λ) must be a finite number ≥ 0, got {est.alpha!r}")
     dekel = est.algorithm.startswith("dekel-")
-    if dekel:
+    sgdqn = est.algorithm == "sgdqn"
+    if sgdqn:
+        # B starts at γ0 I and 1/B_ii grows by λ·skip (or more): Bottou's SGD gain
+        if est.schedule is not None:
+            raise MpisgdError(
+                f"{name}: algorithm 'sgdqn' sets its own gains; schedule must be None, "
+                f"got {est.schedule!r}"
+            )
+        schedule = "bottou"
+    elif dekel:
         if est.schedule not in (None, "optimal"):
             raise MpisgdError(
                 f"{name}: algorithm {est.algorithm!r} uses the step 1/(λt); "
@@ -106,11 +122,30 @@ def _check_config(est, losses):
             raise MpisgdError(
                 f"{name}: unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}"
             )
-    if (dekel or schedule in NEEDS_POSITIVE_LAMBDA) and lam <= 0:
+    if (dekel or sgdqn or schedule in NEEDS_POSITIVE_LAMBDA) and lam <= 0:
         raise MpisgdError(
             f"{name}: alpha (λ) must be > 0 for the step 1/(λt) "
             f"(algorithm {est.algorithm!r}, schedule {schedule!r}), got {est.alpha!r}"
         )
+    l1_ratio = PENALTIES[est.penalty]
+    if l1_ratio is None:
+        l1_ratio = float(est.l1_ratio)
+        if not 0.0 <= l1_ratio <= 1.0:
+            raise MpisgdError(f"{name}: l1_ratio must lie in [0, 1], got {est.l1_ratio!r}")
+    lasso = est.penalty != "l2"
+    if lasso:
+        # w = u − v with u, v ≥ 0 (mpisgd.kernels.lasso): plain SGD, any schedule
+        if est.algorithm != "sgd":
+            raise MpisgdError(
+                f"{name}: penalty {est.penalty!r} needs algorithm 'sgd' (averaging would "
+                f"undo the sparsity), got {est.algorithm!r}"
+            )
+        if lam <= 0:
+            raise MpisgdError(f"{name}: alpha (λ) must be > 0 with penalty {est.penalty!r}, "
+                              f"got {est.alpha!r}")
+        if est.regularize_bias:
+            raise MpisgdError(f"{name}: regularize_bias is not supported with penalty "
+                              f"{est.penalty!r} (the bias is not penalized)")
     if est.eta0 is not None and not (float(est.eta0) > 0 and math.isfinite(float(est.eta0))):
         raise MpisgdError(f"{name}: eta0 (γ0) must be > 0 or None, got {est.eta0!r}")
     if int(est.max_iter) < 1:
@@ -129,7 +164,10 @@ def _check_config(est, losses):
         fit_intercept=bool(est.fit_intercept),
         regularize_bias=bool(est.regularize_bias),
         dekel=dekel,
+        sgdqn=sgdqn,
+        lasso=lasso,
         penalty=est.penalty,
+        l1_ratio=l1_ratio,
         average=average,
         avg_start=avg_start,
         shuffle=_shuffle_mode(est),
@@ -144,7 +182,14 @@ def _check_average(est):
     if est.algorithm not in ("sgd", "asgd"):
         raise MpisgdError(
             f"{name}: average={est.average!r} selects Bottou's kernel; it needs algorithm "
-            f"'sgd' or 'asgd', got {est.algorithm!r} (or leave average=None)"
+            f"'sgd' or 'asgd', got {est.algorithm!r} (Dekel's kernels average by their name, "
+            f"'sgdqn' does not average; leave average=None)"
+        )
+    if est.penalty != "l2" and est.average is not False and est.average != 0:
+        raise MpisgdError(
+            f"{name}: average={est.average!r} averages in Bottou's L2 kernel; penalty "
+            f"{est.penalty!r} runs the L1 kernel (algorithm 'sgd' only, no averaging: it would "
+            f"undo the sparsity); leave average None or False"
         )
     if est.avg_start is not None:
         raise MpisgdError(f"{name}: give average or avg_start, not both")
@@ -178,7 +223,11 @@ class _BaseSGD(BaseEstimator):
     1/(λ(t0 + t)); ``power_t`` of "invscaling"; ``fit_intercept``;
     ``regularize_bias`` adds λb²/2; ``bias_gain`` (see the module docstring);
     ``avg_start`` examples before ASGD starts averaging (None: one epoch of the
-    first fit); ``average`` (see the module docstring); ``epsilon`` δ of huber / ε of epsilon_insensitive (None: 1.0 /
+    first fit); ``average`` (see the module docstring); ``penalty`` "l2"
+    (λ/2‖w‖²), "l1" (λ‖w‖₁) or "elasticnet" (λ(ρ‖w‖₁ + (1 − ρ)/2 ‖w‖²),
+    ρ = ``l1_ratio``): "l1" and "elasticnet" run SGD on w = u − v
+    (mpisgd.kernels.lasso; algorithm "sgd", λ > 0, no averaging) and give
+    exact zeros; ``epsilon`` δ of huber / ε of epsilon_insensitive (None: 1.0 /
     0.1); ``max_iter`` epochs of ``fit``; ``shuffle`` the row order of every
     epoch (mpisgd.kernels.order: "block" (default, also True) visits blocks of
     consecutive rows of a shuffled copy of X (made once per fit or partial_fit
@@ -188,7 +237,8 @@ class _BaseSGD(BaseEstimator):
 
     Fitted: ``coef_``, ``intercept_`` (the averaged model for the averaging
     algorithms), ``eta0_`` (one-versus-rest: one per class), ``bias_gain_``,
-    ``t_`` (examples seen), ``n_iter_``.
+    ``t_`` (examples seen), ``n_iter_``, ``skip_`` (SGD-QN's period of the
+    dense steps; one-versus-rest: one per class).
     """
 
     _losses = ()
@@ -199,6 +249,7 @@ class _BaseSGD(BaseEstimator):
         *,
         penalty="l2",
         alpha=1e-4,
+        l1_ratio=0.15,
         algorithm="asgd",
         schedule=None,
         eta0=None,
@@ -218,6 +269,7 @@ class _BaseSGD(BaseEstimator):
         self.loss = loss
         self.penalty = penalty
         self.alpha = alpha
+        self.l1_ratio = l1_ratio
         self.algorithm = algorithm
         self.schedule = schedule
         self.eta0 = eta0
@@ -277,6 +329,20 @@ class _BaseSGD(BaseEstimator):
             else:
                 self._xbar = np.zeros(0)
             self._st = np.zeros(dekel.N_STATE)
+        elif cfg["sgdqn"]:
+            from mpisgd.kernels import sgdqn
+
+            # B = γ0 I is set before the first step: γ0 is calibrated after this
+            self._v, self._B, self._st = sgdqn.new_state(n, 0.0, 0)
+            self._average = False
+            self._xbar = np.zeros(0)
+            self.skip_ = sgdqn.default_skip(n, X.nnz if sp.issparse(X) else X.size, n_rows)
+        elif cfg["lasso"]:
+            from mpisgd.kernels import lasso
+
+            self._r, self._st = lasso.new_state(n)  # w = A soft(r, D)
+            self._average = False
+            self._xbar = np.zeros(0)
         else:
             self._average = cfg["average"]
             self._a = np.zeros(n) if self._average else np.zeros(0)
@@ -305,12 +371,37 @@ class _BaseSGD(BaseEstimator):
                 float(self._xbar @ self._xbar), self._v, self._u, self._st,
             )
             status = 0 if math.isfinite(loss_sum) else -1
+        elif cfg["sgdqn"]:
+            from mpisgd.kernels import sgdqn
+
+            if self._st[sgdqn.T] == 0:
+                self.skip_ = sgdqn.start(self._B, self._st, self.eta0_, cfg["lam"], self.skip_)
+            loss_sum, n_err, status = sgdqn.sgdqn_epoch(
+                indptr, indices, data, y, order, cfg["loss_code"], cfg["loss_param"],
+                cfg["lam"], float(self.skip_), cfg["bias_gain"], cfg["fit_intercept"],
+                cfg["regularize_bias"], self._v, self._B, self._st,
+            )
+        elif cfg["lasso"]:
+            from mpisgd.kernels import lasso
+
+            loss_sum, n_err, status = lasso.lasso_epoch(
+                indptr, indices, data, y, order, cfg["loss_code"], cfg["loss_param"],
+                cfg["sched_code"], float(self.eta0_ or 0.0), cfg["lam"], cfg["l1_ratio"],
+                cfg["t0"], cfg["power"], cfg["bias_gain"], cfg["fit_intercept"], self._r,
+                self._st,
+            )
         else:
             loss_sum, n_err, status = sgd.sgd_epoch(
                 indptr, indices, data, y, order, cfg["loss_code"], cfg["loss_param"],
                 cfg["sched_code"], float(self.eta0_ or 0.0), cfg["lam"], cfg["t0"],
                 cfg["power"], cfg["bias_gain"], cfg["fit_intercept"], cfg["regularize_bias"],
                 self._average, self._avg_start, self._v, self._a, self._st,
+            )
+        if status == -2:  # mpisgd.kernels.lasso: the L2 shrink 1 − γλ(1 − ρ) reached 0
+            raise MpisgdError(
+                f"{type(self).__name__}: step γ·alpha·(1 − l1_ratio) ≥ 1 near example "
+                f"{int(self._st[0]) + 1} (schedule={cfg['schedule']!r}, eta0={self.eta0_}, "
+                f"alpha={cfg['lam']}): use a smaller eta0"
             )
         if status != 0:
             raise MpisgdError(
@@ -333,6 +424,14 @@ class _BaseSGD(BaseEstimator):
             xbar = self._xbar
             w, b = dekel.weights(self._variant, self._bias_mode, self._cfg["lam"], xbar,
                                  float(xbar @ xbar), self._v, self._u, st)
+        elif self._cfg["sgdqn"]:
+            from mpisgd.kernels import sgdqn
+
+            w, b = self._v.copy(), st[sgdqn.BIAS]
+        elif self._cfg["lasso"]:
+            from mpisgd.kernels import lasso
+
+            w, b = lasso.weights(self._r, st), st[lasso.BIAS]  # u − v
         elif self._average and not st[sgd.COPYING]:
             w = (self._a + st[sgd.W_FRACTION] * self._v) / st[sgd.A_DIVISOR]  # ā
             b = st[sgd.A_BIAS]
@@ -427,6 +526,8 @@ class _BaseSGD(BaseEstimator):
         self.t_, self.n_iter_ = ps[0].t_, ps[0].n_iter_
         if len(ps) > 1:
             self.eta0_ = np.array([np.nan if p.eta0_ is None else p.eta0_ for p in ps])
+            if self._cfg["sgdqn"]:  # lowered per class with its γ0 (mpisgd.kernels.sgdqn.start)
+                self.skip_ = np.array([p.skip_ for p in ps])
 
     def fit(self, X, y):
         """Train from scratch for ``max_iter`` epochs."""
@@ -465,7 +566,9 @@ class _BaseSGD(BaseEstimator):
         reg = float(np.sum(self.coef_ * self.coef_))
         if cfg["regularize_bias"]:
             reg += float(np.sum(self.intercept_**2))
-        return total / m, n_err / m, total / m + 0.5 * cfg["lam"] * reg
+        rho = cfg["l1_ratio"]  # λ(ρ‖w‖₁ + (1 − ρ)/2 ‖w‖²); ρ = 0 for "l2"
+        penalty = cfg["lam"] * (rho * float(np.abs(self.coef_).sum()) + 0.5 * (1.0 - rho) * reg)
+        return total / m, n_err / m, total / m + penalty
 
     def to_model(self):
         """The fitted model as a LinearModel (what ``save`` writes)."""
@@ -489,6 +592,10 @@ class _BaseSGD(BaseEstimator):
         )
         if not cfg["dekel"] and cfg["average"]:
             meta["avg_start"] = self._problems[0]._avg_start
+        if cfg["sgdqn"]:
+            meta["skip"] = self.skip_.tolist() if isinstance(self.skip_, np.ndarray) else self.skip_
+        if cfg["lasso"]:
+            meta["l1_ratio"] = cfg["l1_ratio"]
         coef, intercept = self.coef_, self.intercept_
         if hasattr(self, "classes_"):
             meta["classes"] = [c.item() if hasattr(c, "item") else c for c in self.classes_]
@@ -515,6 +622,7 @@ class SGDClassifier(ClassifierMixin, _BaseSGD):
         *,
         penalty="l2",
         alpha=1e-4,
+        l1_ratio=0.15,
         algorithm="asgd",
         schedule=None,
         eta0=None,
@@ -532,9 +640,10 @@ class SGDClassifier(ClassifierMixin, _BaseSGD):
         verbose=0,
     ):
         super().__init__(
-            loss, penalty=penalty, alpha=alpha, algorithm=algorithm, schedule=schedule, eta0=eta0,
-            t0=t0, power_t=power_t, fit_intercept=fit_intercept, regularize_bias=regularize_bias,
-            bias_gain=bias_gain, avg_start=avg_start, average=average, epsilon=epsilon, max_iter=max_iter,
+            loss, penalty=penalty, alpha=alpha, l1_ratio=l1_ratio, algorithm=algorithm,
+            schedule=schedule, eta0=eta0, t0=t0, power_t=power_t, fit_intercept=fit_intercept,
+            regularize_bias=regularize_bias, bias_gain=bias_gain, avg_start=avg_start,
+            average=average, epsilon=epsilon, max_iter=max_iter,
             shuffle=shuffle, random_state=random_state, verbose=verbose,
         )
 
@@ -627,6 +736,7 @@ class SGDRegressor(RegressorMixin, _BaseSGD):
         *,
         penalty="l2",
         alpha=1e-4,
+        l1_ratio=0.15,
         algorithm="asgd",
         schedule=None,
         eta0=None,
@@ -644,9 +754,10 @@ class SGDRegressor(RegressorMixin, _BaseSGD):
         verbose=0,
     ):
         super().__init__(
-            loss, penalty=penalty, alpha=alpha, algorithm=algorithm, schedule=schedule, eta0=eta0,
-            t0=t0, power_t=power_t, fit_intercept=fit_intercept, regularize_bias=regularize_bias,
-            bias_gain=bias_gain, avg_start=avg_start, average=average, epsilon=epsilon, max_iter=max_iter,
+            loss, penalty=penalty, alpha=alpha, l1_ratio=l1_ratio, algorithm=algorithm,
+            schedule=schedule, eta0=eta0, t0=t0, power_t=power_t, fit_intercept=fit_intercept,
+            regularize_bias=regularize_bias, bias_gain=bias_gain, avg_start=avg_start,
+            average=average, epsilon=epsilon, max_iter=max_iter,
             shuffle=shuffle, random_state=random_state, verbose=verbose,
         )
 

@@ -33,6 +33,8 @@ class OnlineLearners:
         regularize_bias=False,
         average=False,
         ties_are_errors=True,
+        rule="sgd",
+        aggressiveness=1.0,
     ):
         if loss not in LOSSES:
             raise MpisgdError(f"loss: unknown {loss!r}; choose one of {', '.join(LOSSES)}")
@@ -42,6 +44,16 @@ class OnlineLearners:
             raise MpisgdError(f"lam: the L2 strength must be >= 0, got {lam!r}")
         if schedule in NEEDS_POSITIVE_LAMBDA and not lam > 0:
             raise MpisgdError(f"lam: schedule {schedule!r} divides by λ and needs lam > 0, got {lam!r}")
+        if rule not in online.RULES:
+            raise MpisgdError(f"rule: unknown {rule!r}; choose one of {', '.join(online.RULES)}")
+        if rule != "sgd":
+            # the passive-aggressive rules (mpisgd.kernels.online) are defined by the hinge loss
+            if loss != "hinge":
+                raise MpisgdError(f"rule: {rule!r} is the hinge loss's update; use loss 'hinge', got {loss!r}")
+            if lam != 0:
+                raise MpisgdError(f"rule: {rule!r} has no L2 shrink; use lam 0, got {lam!r}")
+            if rule != "pa" and not (0 < aggressiveness < float("inf")):
+                raise MpisgdError(f"aggressiveness: C of {rule!r} must be > 0 and finite, got {aggressiveness!r}")
         if not eta0 > 0:
             raise MpisgdError(f"eta0: the step size must be > 0, got {eta0!r}")
         if int(k) < 1 or int(n_features) < 1:
@@ -57,6 +69,8 @@ class OnlineLearners:
             float(lam),
             float(t0),
             float(power),
+            online.RULES[rule],
+            float(aggressiveness),
             bool(fit_intercept),
             bool(regularize_bias),
             bool(average),
@@ -66,7 +80,8 @@ class OnlineLearners:
         self.average = bool(average)
         self.options = {"loss": loss, "loss_param": loss_param, "schedule": schedule, "eta0": eta0, "lam": lam,
                         "t0": t0, "power": power, "fit_intercept": fit_intercept,
-                        "regularize_bias": regularize_bias, "average": average, "ties_are_errors": ties_are_errors}
+                        "regularize_bias": regularize_bias, "average": average, "ties_are_errors": ties_are_errors,
+                        "rule": rule, "aggressiveness": aggressiveness}
         k, n = self.k, self.n_features
         navg = n if average else 0  # the averaging arrays exist only when used
         self.alpha = np.ones(k)

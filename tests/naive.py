@@ -269,3 +269,132 @@ def naive_static_mean(Xs, ys, loss, eta, lam):
             bs.append(b - eta * g)
         w, b = np.mean(ws, axis=0), float(np.mean(bs))
     return w, b, errors, loss_sum
+
+
+# ============================================================================
+# Issue 15: SGD-QN, the Lasso by u − v, online k-means (helper D)
+# ============================================================================
+
+
+def naive_sgdqn(X, y, order, loss, param, lam, skip, gamma0, bias_gain, fit_intercept,
+                regularize_bias):
+    """Dense SGD-QN of the erratum, line by line: the secant ratio from two full
+    gradients ∇_t(w) = λw + ℓ'(w·x + b) x, r_i = λ where w'_i = w_i.
+
+    Returns (w, b, B, sum of losses before each step, errors)."""
+    n = X.shape[1]
+    w = np.zeros(n)
+    b = 0.0
+    B = np.full(n, gamma0)
+    beta = gamma0
+    count = skip
+    update_b = False
+    total = 0.0
+    errors = 0
+
+    def grad(w, b, x, yi):
+        return lam * w + naive_dloss(loss, w @ x + b, yi, param) * x
+
+    for i in order:
+        x = X[i]
+        p = w @ x + b
+        total += naive_loss(loss, p, y[i], param)
+        errors += y[i] * p <= 0
+        g = naive_dloss(loss, p, y[i], param)
+        w_new = w - g * B * x
+        b_new = b - bias_gain * beta * g if fit_intercept else b
+        if update_b:
+            dw = w_new - w
+            dg = grad(w_new, b_new, x, y[i]) - grad(w, b, x, y[i])
+            r = np.full(n, lam)
+            moved = dw != 0
+            r[moved] = dg[moved] / dw[moved]
+            r = np.clip(r, lam, 100 * lam)
+            B = B / (1 + skip * B * r)
+            beta = beta / (1 + skip * beta * lam)
+            update_b = False
+        w, b = w_new, b_new
+        count -= 1
+        if count <= 0:
+            count = skip
+            update_b = True
+            w = w - skip * lam * B * w
+            if fit_intercept and regularize_bias:
+                b *= 1 - skip * lam * bias_gain * beta
+    return w, b, B, total, errors
+
+
+def naive_lasso(X, y, order, loss, param, schedule, eta0, lam, l1_ratio, t0, power, bias_gain,
+                fit_intercept):
+    """Dense SGD on w = u − v (Bottou's Table 1 Lasso, with an L2 part for the
+    elastic net) with the cumulative penalty: every coordinate of u and v and
+    what it owes, o (the penalty it could not take and the part of a step below
+    0), every step.
+
+    Returns (w, b, sum of losses before each step, errors)."""
+    n = X.shape[1]
+    u, v = np.zeros(n), np.zeros(n)
+    ou, ov = np.zeros(n), np.zeros(n)
+    b = 0.0
+    total = 0.0
+    errors = 0
+    lam1, lam2 = lam * l1_ratio, lam * (1 - l1_ratio)
+    for t, i in enumerate(order, start=1):
+        x = X[i]
+        p = (u - v) @ x + b
+        total += naive_loss(loss, p, y[i], param)
+        errors += y[i] * p <= 0
+        g = naive_dloss(loss, p, y[i], param)
+        gamma = naive_eta(schedule, t, eta0, lam, t0, power)
+        a, c = 1 - gamma * lam2, gamma * lam1
+        assert a > 0
+        u, v, ou, ov = a * u, a * v, a * ou + c, a * ov + c
+        zu, zv = u - gamma * g * x, v + gamma * g * x
+        u, ou = np.maximum(0.0, zu), ou + np.maximum(0.0, -zu)
+        v, ov = np.maximum(0.0, zv), ov + np.maximum(0.0, -zv)
+        paid_u, paid_v = np.minimum(u, ou), np.minimum(v, ov)
+        u, ou = u - paid_u, ou - paid_u
+        v, ov = v - paid_v, ov - paid_v
+        if fit_intercept:
+            b -= gamma * bias_gain * g
+    return u - v, b, total, errors
+
+
+def naive_kmeans(X, order, centers, counts):
+    """Dense MacQueen: k* = argmin ‖z − w_k‖², n_k* += 1, w_k* += (z − w_k*)/n_k*.
+
+    Returns (centers, counts, sum of ‖z − w_k*‖² before each update)."""
+    W = np.array(centers, dtype=float)
+    n = np.array(counts, dtype=float)
+    total = 0.0
+    for i in order:
+        z = X[i]
+        d = ((W - z) ** 2).sum(axis=1)
+        k = int(np.argmin(d))
+        total += d[k]
+        n[k] += 1
+        W[k] += (z - W[k]) / n[k]
+    return W, n, total
+
+
+def naive_pa(X, y, owner, k, rule, C, fit_intercept):
+    """Dense passive-aggressive learners (Crammer et al. 2006, hinge loss): learner
+    owner[i] predicts p = w·x + b, then w ← w + τ y x, b ← b + τ y with
+    τ = ℓ/‖x‖² (pa), min(C, ℓ/‖x‖²) (pa-i), ℓ/(‖x‖² + 1/(2C)) (pa-ii), ‖x‖²
+    counting the bias feature. Returns (w (k, n), b (k,))."""
+    X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+    w = np.zeros((k, X.shape[1]))
+    b = np.zeros(k)
+    for x, yi, l in zip(X, y, owner):
+        hinge = max(0.0, 1.0 - yi * (w[l] @ x + b[l]))
+        sq = x @ x + (1.0 if fit_intercept else 0.0)
+        if rule == "pa-ii":
+            tau = hinge / (sq + 1.0 / (2.0 * C))
+        elif hinge == 0.0 or sq == 0.0:
+            tau = 0.0
+        else:
+            tau = min(C, hinge / sq) if rule == "pa-i" else hinge / sq
+        w[l] += tau * yi * x
+        if fit_intercept:
+            b[l] += tau * yi
+    return w, b

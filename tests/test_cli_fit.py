@@ -98,3 +98,22 @@ def test_eval_rejects_more_features_than_the_model(files, tmp_path, capsys):
     wide.write_text("1 1:1 50:2\n-1 2:1\n")
     assert main(["eval", str(out), str(wide)]) == 2
     assert "wide.svm" in capsys.readouterr().err
+
+
+def test_one_versus_rest_with_sgdqn_and_l1_prints_every_bias_and_nonzeros(tmp_path, capsys):
+    train = tmp_path / "t.svm"
+    train.write_text(libsvm_text(labels=(1, 2)) + libsvm_text(seed=1, labels=(3, 2)))
+    for args in (["--algorithm", "sgdqn", "--lambda", "1e-3"],
+                 ["--algorithm", "sgd", "--penalty", "l1", "--lambda", "1e-2"]):
+        out = tmp_path / f"{args[1]}.h5"
+        assert main(["fit", str(train), "-o", str(out), "--epochs", "2", *args]) == 0
+        text = capsys.readouterr().out
+        assert "one-versus-rest over 3: 1, 2, 3" in text
+        last = [line for line in text.splitlines() if line.startswith("wNorm=")][-1]
+        model = LinearModel.load(out)
+        assert model.coef.shape == (3, 6)
+        biases = last.split("wBias=[")[1].split("]")[0].split()
+        np.testing.assert_allclose([float(b) for b in biases], model.intercept, rtol=1e-4)
+        assert last.endswith(f"wNonzeros={np.count_nonzero(model.coef)}/18")
+    assert main(["fit", str(train), "-o", str(tmp_path / "x.h5"), "--penalty", "l0"]) == 2
+    assert "unknown penalty 'l0'; choose one of l2, l1, elasticnet" in capsys.readouterr().err

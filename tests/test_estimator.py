@@ -90,8 +90,10 @@ def test_calibration_picks_a_local_minimum():
         (dict(schedule="optimal", alpha=-1.0), r"alpha \(λ\) must be a finite number ≥ 0"),
         (dict(schedule="optimal", alpha=0.0), r"alpha \(λ\) must be > 0"),
         (dict(loss="squared"), "unknown loss 'squared'"),
-        (dict(penalty="l1"), "penalty 'l1' is not implemented; choose one of l2"),
-        (dict(penalty="elasticnet"), "penalty 'elasticnet' is not implemented"),
+        (dict(penalty="l0"), "unknown penalty 'l0'; choose one of l2, l1, elasticnet"),
+        (dict(penalty="elasticnet"), "penalty 'elasticnet' needs algorithm 'sgd'"),
+        (dict(penalty="l1", algorithm="sgd", average=True), "penalty 'l1' runs the L1 kernel"),
+        (dict(average=True, algorithm="sgdqn"), "'sgdqn' does not average"),
         (dict(average=True, algorithm="dekel-asgd"), "average=True selects Bottou's kernel"),
         (dict(average=5, avg_start=3), "give average or avg_start, not both"),
         (dict(average=-2), "average must be None, a bool or an int ≥ 0"),
@@ -164,15 +166,21 @@ def test_binary_shapes_follow_scikit_learn():
     np.testing.assert_allclose(clf.decision_function(X), X @ clf.coef_[0] + clf.intercept_[0])
 
 
-@pytest.mark.parametrize("algorithm,alpha", [("asgd", 1e-4), ("dekel-sgd", 1e-3)])
-def test_one_versus_rest_is_k_binary_problems(algorithm, alpha):
+@pytest.mark.parametrize("algorithm,alpha,penalty", [
+    ("asgd", 1e-4, "l2"), ("dekel-sgd", 1e-3, "l2"), ("sgdqn", 1e-4, "l2"), ("sgd", 1e-4, "l1"),
+    ("sgd", 1e-4, "elasticnet"),
+])
+def test_one_versus_rest_is_k_binary_problems(algorithm, alpha, penalty):
     X, y = topics()
-    clf = SGDClassifier(algorithm=algorithm, alpha=alpha, max_iter=3, random_state=2).fit(X, y)
+    kw = dict(algorithm=algorithm, alpha=alpha, penalty=penalty, max_iter=3, random_state=2)
+    clf = SGDClassifier(**kw).fit(X, y)
     assert clf.coef_.shape == (4, X.shape[1]) and clf.intercept_.shape == (4,)
     np.testing.assert_array_equal(clf.classes_, ["ccat", "ecat", "gcat", "mcat"])
     for c, label in enumerate(clf.classes_):
-        alone = SGDClassifier(algorithm=algorithm, alpha=alpha, max_iter=3, random_state=2)
+        alone = SGDClassifier(**kw)
         alone.fit(X, np.where(y == label, 1, -1))
+        if algorithm == "sgdqn":  # each class's own γ0, and the skip it allows
+            assert clf.eta0_[c] == alone.eta0_ and clf.skip_[c] == alone.skip_
         np.testing.assert_allclose(clf.coef_[c], alone.coef_[0], rtol=1e-12, atol=1e-15)
         assert clf.intercept_[c] == pytest.approx(alone.intercept_[0], rel=1e-12, abs=1e-15)
     scores = clf.decision_function(X)

@@ -6,7 +6,7 @@ HELP = "train a linear model in one process on a LIBSVM/svmlight file (plain, .g
 
 # Classification with K ≥ 3 classes is one-versus-rest (mpisgd.estimator).
 
-ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd")
+ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd", "sgdqn")
 
 
 def add_arguments(parser):
@@ -21,7 +21,8 @@ def add_arguments(parser):
     parser.add_argument("--lam", "--lambda", dest="lam", type=float, default=1e-4,
                         help="L2 regularization strength λ")
     parser.add_argument("--algorithm", choices=ALGORITHMS, default="asgd",
-                        help="Bottou's sgd/asgd (any schedule) or Dekel's kernels (step 1/(λt))")
+                        help="Bottou's sgd/asgd (any schedule), Dekel's kernels (step 1/(λt)) "
+                        "or SGD-QN (diagonal gains from γ0; λ > 0)")
     parser.add_argument("--schedule", choices=sorted(SCHEDULES), default=None,
                         help="step-size schedule (default: bottou for sgd, xu for asgd, "
                         "1/(λt) for dekel-*)")
@@ -29,6 +30,11 @@ def add_arguments(parser):
                         help="initial step γ0 (default: calibrated on 1,000 examples)")
     parser.add_argument("--t0", type=float, default=0.0, help="t0 of the 'optimal' schedule")
     parser.add_argument("--power-t", type=float, default=0.5, help="power of 'invscaling'")
+    parser.add_argument("--penalty", default="l2",  # checked against mpisgd.estimator.PENALTIES
+                        help="l2: λ/2‖w‖²; l1: λ‖w‖₁; elasticnet: λ(ρ‖w‖₁ + (1−ρ)/2‖w‖²) "
+                        "(l1 and elasticnet need --algorithm sgd)")
+    parser.add_argument("--l1-ratio", type=float, default=0.15,
+                        help="ρ of the elasticnet penalty")
     parser.add_argument("--epochs", type=int, default=5, help="passes over the training data")
     parser.add_argument("--no-bias", dest="bias", action="store_false", help="no bias term")
     parser.add_argument("--regularize-bias", action="store_true",
@@ -111,7 +117,8 @@ def run(args):
         loss=args.loss, alpha=args.lam, algorithm=args.algorithm, schedule=args.schedule,
         eta0=args.eta0, t0=args.t0, power_t=args.power_t, fit_intercept=args.bias,
         regularize_bias=args.regularize_bias, bias_gain=args.bias_gain,
-        avg_start=args.avg_start, epsilon=args.epsilon, max_iter=args.epochs,
+        avg_start=args.avg_start, penalty=args.penalty, l1_ratio=args.l1_ratio,
+        epsilon=args.epsilon, max_iter=args.epochs,
         shuffle=args.shuffle, random_state=args.seed, verbose=1,
     )
 
@@ -129,13 +136,16 @@ def run(args):
     resolved = dict(
         loss=cfg["loss"], loss_param=cfg["loss_param"], **{"lambda": cfg["lam"]},
         algorithm=args.algorithm,
-        schedule="1/(lambda t)" if cfg["dekel"] else cfg["schedule"],
+        schedule="1/(lambda t)" if cfg["dekel"] else
+        "diagonal B from eta0 (SGD-QN)" if cfg["sgdqn"] else cfg["schedule"],
         eta0=args.eta0 if args.eta0 is not None or cfg["dekel"] else "calibrate",
         t0=cfg["t0"], power_t=cfg["power"], bias=cfg["fit_intercept"],
         regularize_bias=cfg["regularize_bias"],
         bias_gain="unused" if cfg["dekel"] else cfg["bias_gain"],
         avg_start=(args.avg_start if args.avg_start is not None else X.shape[0])
         if args.algorithm == "asgd" else "unused",
+        penalty=args.penalty if args.penalty == "l2" else
+        f"{args.penalty} (l1_ratio {cfg['l1_ratio']:g}, w = u - v)",
         epochs=args.epochs, shuffle=args.shuffle, seed=args.seed,
         normalize=args.normalize, output=args.output,
     )
@@ -149,7 +159,8 @@ def run(args):
         print(f"Training on [0, {X.shape[0] - 1}].")
         bias = est.intercept_
         print(f"wNorm={float(np.sum(est.coef_ * est.coef_)):.5g} wBias="
-              + (f"{bias[0]:.5g}" if len(bias) == 1 else "[" + " ".join(f"{b:.5g}" for b in bias) + "]"))
+              + (f"{bias[0]:.5g}" if len(bias) == 1 else "[" + " ".join(f"{b:.5g}" for b in bias) + "]")
+              + f" wNonzeros={np.count_nonzero(est.coef_)}/{est.coef_.size}")
         print(f"Total training time {total_time:.2f} secs.")
         _report("train", est, X, y, classify)
         if X_test is not None:

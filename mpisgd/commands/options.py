@@ -41,6 +41,9 @@ def add_learner_arguments(g):
     g.add_argument("--no-bias", dest="fit_intercept", action="store_false", help="no bias term")
     g.add_argument("--regularize-bias", action="store_true", help="include b² in the regularizer")
     g.add_argument("--average", action="store_true", help="ASGD: the final model averages each learner's steps")
+    g.add_argument("--rule", choices=("sgd", "pa", "pa-i", "pa-ii"), default="sgd",
+                   help="update rule: SGD, or passive-aggressive (Crammer et al. 2006; loss hinge, lam 0)")
+    g.add_argument("--aggressiveness", "-C", type=float, default=1.0, help="C of pa-i and pa-ii")
     g.add_argument("--ties-are-not-errors", dest="ties_are_errors", action="store_false",
                    help="do not count a prediction p = 0 as an error")
 
@@ -61,4 +64,5 @@ def learner_args(args):
     return {"loss": args.loss, "loss_param": args.loss_param, "schedule": args.schedule,
             "eta0": args.eta0, "lam": args.lam, "t0": args.t0, "power": args.power,
             "fit_intercept": args.fit_intercept, "regularize_bias": args.regularize_bias,
-            "average": args.average, "ties_are_errors": args.ties_are_errors}
+            "average": args.average, "ties_are_errors": args.ties_are_errors,
+            "rule": args.rule, "aggressiveness": args.aggressiveness}

@@ -17,6 +17,13 @@ S_i = Σ_{j≤i} s_j and δ_i the change of v at step i,
 
 so U takes the same sparse update as v. A flush (at every change of r or
 of v from outside, and when s is rescaled) folds these into the dense A.
+
+Update rules (``rule``): SGD as above, or the passive-aggressive rules of
+Crammer, Dekel, Keshet, Shalev-Shwartz and Singer (2006) for the hinge loss
+ℓ = max(0, 1 − y·p): w ← w + τ·y·x, b ← b + τ·y, with ‖x‖² counting the bias
+feature, and τ = ℓ/‖x‖² (PA), min(C, ℓ/‖x‖²) (PA-I), ℓ/(‖x‖² + 1/(2C))
+(PA-II). They leave α and s alone and move v on the coordinates of x only, so
+the O(1) distance holds for them as for SGD.
 """
 
 import math
@@ -25,6 +32,10 @@ from numba import njit
 
 from mpisgd.kernels.losses import loss_and_dloss
 from mpisgd.kernels.schedules import eta
+
+# update rules
+SGD_RULE, PA, PA_I, PA_II = 0, 1, 2, 3
+RULES = {"sgd": SGD_RULE, "pa": PA, "pa-i": PA_I, "pa-ii": PA_II}
 
 # learn_rows' status codes (the row concerned comes with them)
 OK, BAD_LABEL, BAD_FEATURE, BAD_OWNER, DIVERGED, BAD_INDEX = 0, 1, 2, 3, 4, 5
@@ -106,7 +117,7 @@ def learn_rows(
     indptr, indices, data, y, owner,
     alpha, s, V, bias, P, Q, steps,
     A, U, alpha_sum, s_sum, bias_sum, n_avg,
-    r, loss_code, loss_param, schedule, eta0, lam, t0, power,
+    r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness,
     fit_intercept, regularize_bias, average, classification, ties_are_errors,
     loss_sum, errors, examples,
 ):  # fmt: skip
@@ -150,9 +161,17 @@ def learn_rows(
             errors[l] += 1
         examples[l] += 1
         steps[l] += 1
-        gamma = eta(schedule, steps[l], eta0, lam, t0, power)
-        decay = 1.0 - gamma * lam
-        if not (decay >= 0.0 and math.isfinite(gamma * g)):
+        if rule == SGD_RULE:
+            gamma = eta(schedule, steps[l], eta0, lam, t0, power)
+            decay = 1.0 - gamma * lam
+            step = gamma * g  # w ← (1 − γλ)w − step·x
+        else:
+            decay = 1.0
+            xx = 1.0 if fit_intercept else 0.0  # ‖x‖², the bias feature included
+            for jj in range(lo, hi):
+                xx += data[jj] * data[jj]
+            step = -pa_tau(rule, lv, xx, aggressiveness) * yi
+        if not (decay >= 0.0 and math.isfinite(step)):
             return DIVERGED, i
         if decay == 0.0:  # γλ = 1 (1/(λt) at t = 1): w ← −γg·x forgets w entirely
             if average:
@@ -168,9 +187,9 @@ def learn_rows(
         if fit_intercept:
             if regularize_bias:
                 bias[l] *= decay
-            bias[l] -= gamma * g  # b ← b − γg
-        if g != 0.0:
-            c = -gamma * g / s[l]  # v ← v − (γg/s)·x
+            bias[l] -= step  # b ← b − γg (SGD) or b + τy (PA)
+        if step != 0.0:
+            c = -step / s[l]  # v ← v − (γg/s)·x, or v + (τy/s)·x
             dp = 0.0  # P and Q change by r·δ and 2v·δ + ‖δ‖², summed locally (in registers)
             dq = 0.0
             for jj in range(lo, hi):
@@ -201,6 +220,18 @@ def learn_rows(
     return OK, -1
 
 
+@njit(cache=True, inline="always")
+def pa_tau(rule, hinge, xx, C):
+    """τ of PA, PA-I, PA-II for the hinge loss ``hinge`` and ‖x‖² = ``xx``."""
+    if rule == PA_II:
+        return hinge / (xx + 0.5 / C)
+    if hinge == 0.0 or xx == 0.0:
+        return 0.0
+    if rule == PA_I:
+        return min(C, hinge / xx)
+    return hinge / xx
+
+
 @njit(cache=True)
 def distances(alpha, s, P, Q, bias, R, r_bias, out):
     """out_l = ‖w_l − r‖², in O(1) per learner."""
@@ -215,7 +246,7 @@ def learn_until_violation(
     indptr, indices, data, y, owner, seg_end, threshold,
     alpha, s, V, bias, P, Q, steps,
     A, U, alpha_sum, s_sum, bias_sum, n_avg,
-    r, loss_code, loss_param, schedule, eta0, lam, t0, power,
+    r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness,
     fit_intercept, regularize_bias, average, classification, ties_are_errors,
     loss_sum, errors, examples, R, r_bias, dist,
 ):  # fmt: skip
@@ -233,7 +264,7 @@ def learn_until_violation(
         status, row = learn_rows(
             indptr[start : end + 1], indices, data, y[start:end], owner[start:end],
             alpha, s, V, bias, P, Q, steps, A, U, alpha_sum, s_sum, bias_sum, n_avg,
-            r, loss_code, loss_param, schedule, eta0, lam, t0, power,
+            r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness,
             fit_intercept, regularize_bias, average, classification, ties_are_errors,
             loss_sum, errors, examples,
         )  # fmt: skip
