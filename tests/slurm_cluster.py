@@ -14,6 +14,7 @@ directory. Every wait has a timeout; if anything cannot be had,
 """
 
 import os
+import random
 import re
 import shutil
 import signal
@@ -90,6 +91,9 @@ def _node_hardware():
 SLURM_CONF = """\
 # One-node test cluster written by tests/slurm_cluster.py
 ClusterName=mpisgdtest
+# Job ids unique across test clusters: srun's MPI names its shared memory after
+# the job and step, and a killed job's segments must not meet a later job's.
+FirstJobId={first_job_id}
 SlurmctldHost={node}(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmdPort={d_port}
@@ -189,6 +193,7 @@ class SlurmCluster:
         self.conf.write_text(SLURM_CONF.format(
             node=self.node, dir=self.dir, munge_socket=self.munge_socket,
             ctld_port=_free_port(), d_port=_free_port(), cpus=self.cpus,
+            first_job_id=random.randrange(1, 50_000_000),
             sockets=hw.get("SocketsPerBoard", 1), cores=hw.get("CoresPerSocket", self.cpus),
             threads=hw.get("ThreadsPerCore", 1),
             # Below what slurmd measures, or the node is drained for low memory.

@@ -173,7 +173,7 @@ def test_train_job_at_its_time_limit_checkpoints_requeues_and_resumes(cluster, t
     from mpisgd.model import LinearModel
 
     args = ["--synthetic", "disjunction", "--rounds", "600", "--features", "20", "--seed", "3",
-            "--protocol", "dynamic", "--delta", "1.0", "--period", "1", "--poll-rows", "50", "--quiet"]
+            "--protocol", "dynamic", "--delta", "1.0", "--period", "1", "--mode", "sync", "--poll-rows", "50", "--quiet"]
     ref = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train",
                           *args, "--out", str(tmp_path / "reference")], cwd=ROOT, env=job_env(),
                          capture_output=True, text=True, timeout=TIMEOUT)
