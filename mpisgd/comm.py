@@ -324,6 +324,19 @@ class MPITransport:
             models.append(received[src])
         return count, violators, models
 
+    def begin_variance(self):
+        """fda: start the nonblocking sum of this learner's summary
+        [‖w − r‖², ⟨w − r, ξ_q⟩ …] (control, ``wire.summary_nbytes``)."""
+        summary = np.ascontiguousarray(self.learners.summaries()[0])
+        sums = np.empty_like(summary)
+        return self.comm.Iallreduce(summary, sums, MPI.SUM, "control"), summary, sums
+
+    def end_variance(self, handle):
+        """fda: complete the sum; (sums over learners, None: no exact δ here)."""
+        request, _summary, sums = handle
+        self.comm.wait(request)
+        return sums, None
+
     def open_resolution(self):
         """Rank 0: the followers now serve until ``close_resolution``."""
         self.serving = True

@@ -35,6 +35,7 @@ class OnlineLearners:
         ties_are_errors=True,
         rule="sgd",
         aggressiveness=1.0,
+        directions=0,
     ):
         if loss not in LOSSES:
             raise MpisgdError(f"loss: unknown {loss!r}; choose one of {', '.join(LOSSES)}")
@@ -56,6 +57,9 @@ class OnlineLearners:
                 raise MpisgdError(f"aggressiveness: C of {rule!r} must be > 0 and finite, got {aggressiveness!r}")
         if not eta0 > 0:
             raise MpisgdError(f"eta0: the step size must be > 0, got {eta0!r}")
+        if int(directions) != directions or directions < 0:
+            raise MpisgdError(f"directions: the number of projection directions must be an integer >= 0, "
+                              f"got {directions!r}")
         if int(k) < 1 or int(n_features) < 1:
             raise MpisgdError(f"need at least one learner and one feature, got k={k}, n_features={n_features}")
         self.k, self.n_features, self.dim = int(k), int(n_features), int(n_features) + 2
@@ -104,6 +108,11 @@ class OnlineLearners:
         self.errors = np.zeros(k, dtype=np.int64)
         self.examples = np.zeros(k, dtype=np.int64)
         self._dist = np.empty(k)
+        # variance monitoring (docs/ALGORITHMS.md §7): J orthonormal directions ξ_q = [ξ_q,w, ξ_q,b]
+        # (rows of Xi; a zero row until J reference changes have happened), PX = ξ_w·v, RX = ξ_w·r
+        self.Xi = np.zeros((int(directions), n + 1))
+        self.PX = np.zeros((k, int(directions)))
+        self.RX = np.zeros(int(directions))
 
     def warm_up(self):
         """Load every kernel a rank calls (numba compiles or reads its cache on
@@ -113,6 +122,7 @@ class OnlineLearners:
         scratch.learn(np.array([0, 1]), np.zeros(1, np.int32), np.ones(1), np.ones(1), np.zeros(1, np.int64))
         z = scratch.models([0])[0]
         scratch.distances()
+        scratch.summaries()
         scratch.message(0)
         scratch.take(0, z, scratch.progress(0, z))
         scratch.set_reference(scratch.mean_model())
@@ -148,7 +158,7 @@ class OnlineLearners:
         """The kernel arguments after the rows: the learners' state and options."""
         return (self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.steps,
                 self.A, self.U, self.alpha_sum, self.s_sum, self.bias_sum, self.n_avg,
-                self.r, *self.params, self.loss_sum, self.errors, self.examples)  # fmt: skip
+                self.r, *self.params, self.loss_sum, self.errors, self.examples, self.Xi, self.PX)  # fmt: skip
 
     def _raise_on(self, status, row, y, owner):
         if status == online.BAD_LABEL:
@@ -172,6 +182,13 @@ class OnlineLearners:
         """‖w_l − r‖² of every learner, O(1) each."""
         online.distances(self.alpha, self.s, self.P, self.Q, self.bias, self.R, self.r_bias, self._dist)
         return self._dist.copy()
+
+    def summaries(self):
+        """(k, J + 1): every learner's [‖w_l − r‖², ⟨w_l − r, ξ_1⟩, …, ⟨w_l − r, ξ_J⟩], O(J) each."""
+        out = np.empty((self.k, 1 + len(self.Xi)))
+        online.summaries(self.alpha, self.s, self.P, self.Q, self.bias, self.R, self.r_bias, self.PX, self.RX,
+                         self.Xi, out)  # fmt: skip
+        return out
 
     def divergence(self, z):
         """‖w(z) − r‖² for a model z = [u, b, α]: ‖(α − 1)·r + u‖² + (b − r_b)²."""
@@ -214,7 +231,8 @@ class OnlineLearners:
         """Learners ids take the model z (relative to the current r)."""
         online.set_models(np.atleast_1d(np.asarray(ids, dtype=np.int64)), np.asarray(z, dtype=np.float64),
                           self.alpha, self.s, self.V, self.bias, self.P, self.Q,
-                          self.A, self.U, self.alpha_sum, self.s_sum, self.r, self.average)  # fmt: skip
+                          self.A, self.U, self.alpha_sum, self.s_sum, self.r, self.average,
+                          self.Xi, self.PX)  # fmt: skip
 
     def progress(self, l, z_sent):
         """(Δw, Δb): learner l's steps since its model was ``z_sent`` (same
@@ -239,15 +257,33 @@ class OnlineLearners:
         if self.average:
             for l in range(self.k):
                 online.flush_average(l, self.alpha_sum, self.s_sum, self.V, self.U, self.A, self.r)
+        if len(self.Xi):
+            change = np.append((z[n + 1] - 1.0) * self.r + z[:n], z[n] - self.r_bias)  # [r' − r, b' − r_b]
+            self._push_direction(change)
         self.r = z[n + 1] * self.r + z[:n]  # r ← α·r + u
         self.r_bias = float(z[n])
         self.R = float(self.r @ self.r)
+        self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
+        self.PX[:] = 0.0
         self.V[:] = 0.0
         self.alpha[:] = 1.0
         self.s[:] = 1.0
         self.bias[:] = self.r_bias
         self.P[:] = 0.0
         self.Q[:] = 0.0
+
+    def _push_direction(self, change):
+        """The newest reference change becomes ξ_1; the older directions follow,
+        orthonormalised against it (Gram–Schmidt), the oldest dropped beyond J."""
+        basis = []
+        for c in [change, *self.Xi]:
+            e = c - sum((c @ q) * q for q in basis) if basis else c.copy()
+            norm = float(np.linalg.norm(e))
+            if norm > 1e-9 * max(1.0, float(np.linalg.norm(c))):  # a zero or dependent vector adds nothing
+                basis.append(e / norm)
+        self.Xi[:] = 0.0
+        for q, e in enumerate(basis[: len(self.Xi)]):
+            self.Xi[q] = e
 
     @property
     def reference(self):

@@ -47,11 +47,12 @@ import numpy as np
 
 from mpisgd.errors import MpisgdError
 
-PROTOCOLS = ("none", "static", "dynamic", "central")
+PROTOCOLS = ("none", "static", "dynamic", "central", "fda")
 MODES = ("async", "sync")  # how the dynamic protocol runs: CheckPoints (sync) or AsyncCoordinator
 AUGMENTATIONS = ("random-one", "random-double", "farthest")
 COUNTER_COUNTS = ("violators", "contacted")
 COUNTER_RESETS = ("any-full-sync", "forced-only")
+FDA_ESTIMATES = ("linear", "exact")  # exact: the simulator's oracle δ, a diagnostic
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ class ProtocolConfig:
     counter_limit: float = 1.0  # variant: the counter forces a full sync at v ≥ counter_limit·k (paper: 1)
     burst_fraction: float = 0.0  # variant: ≥ this share of violators at one check → full sync (0 = off)
     seed: int = 0  # the coordinator's random augmentation
+    # fda (variance monitoring, docs/ALGORITHMS.md §7); None = not given (the fda defaults: 1, "linear")
+    theta: float = None  # Θ: a full sync when the estimated variance δ̂ exceeds it
+    fda_directions: int = None  # J: unit vectors ξ the learners project w − r on
+    fda_estimate: str = None  # linear (the bound δ̂) or exact (simulator only)
 
     def __post_init__(self):
         if self.name not in PROTOCOLS:
@@ -87,6 +92,23 @@ class ProtocolConfig:
             raise MpisgdError(f"protocol: counter_limit must be > 0, got {self.counter_limit!r}")
         if not 0.0 <= self.burst_fraction <= 1.0:
             raise MpisgdError(f"protocol: burst_fraction must be in [0, 1], got {self.burst_fraction!r}")
+        self._check_fda()
+
+    def _check_fda(self):
+        given = [name for name in ("theta", "fda_directions", "fda_estimate") if getattr(self, name) is not None]
+        if self.name != "fda":
+            if given:
+                raise MpisgdError(f"protocol: {', '.join(given)} belong to the fda protocol, not {self.name!r}")
+            return
+        if self.theta is None or not (math.isfinite(self.theta) and self.theta > 0):
+            raise MpisgdError(f"protocol: fda needs a variance threshold theta > 0, got {self.theta!r}")
+        object.__setattr__(self, "fda_directions", 1 if self.fda_directions is None else self.fda_directions)
+        object.__setattr__(self, "fda_estimate", "linear" if self.fda_estimate is None else self.fda_estimate)
+        if int(self.fda_directions) != self.fda_directions or self.fda_directions < 0:
+            raise MpisgdError(f"protocol: fda_directions must be an integer >= 0, got {self.fda_directions!r}")
+        if self.fda_estimate not in FDA_ESTIMATES:
+            raise MpisgdError(f"protocol: unknown fda_estimate {self.fda_estimate!r}; "
+                              f"choose one of {', '.join(FDA_ESTIMATES)}")
 
     def as_dict(self):
         return asdict(self)
@@ -98,8 +120,13 @@ class ProtocolConfig:
 
     @property
     def checking(self):
-        """Learners stop every b rounds: for a full sync (static) or a check (dynamic)."""
-        return self.name in ("static", "dynamic")
+        """Learners stop every b rounds: for a full sync (static) or a check (dynamic, fda)."""
+        return self.name in ("static", "dynamic", "fda")
+
+    @property
+    def directions(self):
+        """J, the projections each learner keeps (``OnlineLearners(directions=J)``)."""
+        return int(self.fda_directions) if self.name == "fda" else 0
 
     def asynchronous(self, mode, k):
         """Whether a run of k learners in ``mode`` uses the default mode's machinery
@@ -116,7 +143,8 @@ class ProtocolStats:
     violations: int = 0  # violating learners, summed over checks
     balancings: int = 0  # resolutions that ended in a partial sync
     augmented: int = 0  # learners pulled into a balancing set by augmentation
-    full_syncs: dict = field(default_factory=lambda: {"static": 0, "forced": 0, "burst": 0, "augmented": 0, "final": 0})
+    full_syncs: dict = field(default_factory=lambda: {"static": 0, "forced": 0, "burst": 0, "augmented": 0, "final": 0,
+                                                            "variance": 0})
     model_messages: dict = field(default_factory=lambda: {"violation": 0, "augmentation": 0, "balance": 0, "full_sync": 0})
 
     def as_dict(self):
@@ -236,6 +264,21 @@ class Coordinator:
         """Checks that found no violator: nothing to resolve."""
         self.stats.checks += checks
 
+    # -- fda: variance monitoring ---------------------------------------------
+
+    def variance_estimate(self, sums):
+        """δ̂ from the sums over learners of [‖D_l‖², ⟨D_l, ξ_1⟩, …, ⟨D_l, ξ_J⟩],
+        D_l = w_l − r (one Allreduce, docs/ALGORITHMS.md §7):
+        δ̂ = (1/k) Σ ‖D_l‖² − Σ_q ⟨D̄, ξ_q⟩², which is ≥ δ = (1/k) Σ ‖D_l‖² − ‖D̄‖²
+        because Σ_q ⟨D̄, ξ_q⟩² ≤ ‖D̄‖² for orthonormal ξ_q (Bessel)."""
+        mean = np.asarray(sums, dtype=np.float64) / self.k
+        return float(mean[0] - mean[1:] @ mean[1:])
+
+    def variance_check(self, estimate):
+        """One settled fda check: a full sync when δ̂ > Θ. Returns True if synced."""
+        self.stats.checks += 1
+        return estimate > self.config.theta
+
     def _augment(self, inside, distances):
         """The learners to add to the balancing set B (``inside``: B as a mask)."""
         strategy = self.config.augmentation
@@ -276,12 +319,19 @@ class CheckPoints:
       sent (docs/ALGORITHMS.md §4). With ``lagged=False`` a check is settled
       as soon as it is begun (the simulator's count of the paper's instant
       resolution, used for ``--mode async``).
+    - fda: the same lag for the variance check (docs/ALGORITHMS.md §7): at t
+      every rank starts a nonblocking sum of its summary [‖w_l − r‖²,
+      ⟨w_l − r, ξ_q⟩ …] (``begin_variance``); at the next check point every
+      rank completes it (``end_variance``), computes the same δ̂ and, when
+      δ̂ > Θ, takes part in a full sync there. No check is begun right after
+      a full sync (every w_l = r then). Always lagged, in either mode.
     - none, central: nothing.
 
     The transport (``MPITransport`` or ``SimTransport``) provides
     ``coordinating``, ``begin_check(Δ)``, ``end_check(handle)``,
     ``open_resolution``/``close_resolution``, ``serve`` and ``settled``, plus
-    the coordinator's requests (``Coordinator.resolution``).
+    the coordinator's requests (``Coordinator.resolution``); for fda
+    ``begin_variance()`` and ``end_variance(handle)`` -> (sums, exact δ or None).
     """
 
     def __init__(self, coordinator, lagged=True):
@@ -296,6 +346,11 @@ class CheckPoints:
         if name == "static":
             self.coordinator.full_sync(transport, "static")
             return list(range(self.coordinator.k))
+        if name == "fda":
+            members = self.settle(transport)
+            if members is None:
+                self.pending = (t, transport.begin_variance(), None)
+            return members
         if name != "dynamic":
             return None
         members = self.settle(transport) if self.lagged else None
@@ -312,7 +367,7 @@ class CheckPoints:
             return None
         t, handle, agreed = self.pending
         if agreed is None:
-            agreed = transport.end_check(handle)
+            agreed = transport.end_variance(handle) if self._fda else transport.end_check(handle)
             self.pending = (t, handle, agreed)
         return (t, *agreed)
 
@@ -326,6 +381,8 @@ class CheckPoints:
         if agreed is None:
             return None
         self.pending = None
+        if self._fda:
+            return self._settle_variance(*agreed[1:], transport)
         t, count, violators, models = agreed
         members = None
         if count == 0:
@@ -338,6 +395,21 @@ class CheckPoints:
             transport.serve()
         transport.settled()
         return members
+
+    @property
+    def _fda(self):
+        return self.coordinator.config.name == "fda"
+
+    def _settle_variance(self, sums, exact, transport):
+        """Every rank: δ̂ of the agreed ``sums`` (``end_variance``; or ``exact``, the
+        simulator's δ, with fda_estimate exact), and the full sync if it exceeds Θ.
+        Returns all learners after a full sync, else None."""
+        c = self.coordinator
+        estimate = exact if c.config.fda_estimate == "exact" else c.variance_estimate(sums)
+        if not c.variance_check(estimate):
+            return None
+        c.full_sync(transport, "variance")
+        return list(range(c.k))
 
 
 class AsyncCoordinator:

@@ -115,11 +115,18 @@ class Run:
         if self.asynchronous and (checkpointer is not None or resume is not None):
             raise MpisgdError("mode: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
                               "of the dynamic protocol need --mode sync")
+        if config.protocol.name == "fda" and (checkpointer is not None or resume is not None):
+            raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
+                              "do not support fda yet")
+        if config.protocol.fda_estimate == "exact":
+            raise MpisgdError("fda_estimate: 'exact' is the simulator's oracle (it would cost a dense "
+                              "Allreduce per check); train uses 'linear'")
         self.checkpointer = checkpointer
         self.resume, self.fingerprint = resume, fingerprint
         self.resumed = None  # (round directory, t) when resumed
         self._check_inputs()
-        self.learners = OnlineLearners(1, source.n_features, **config.learner)
+        self.learners = OnlineLearners(1, source.n_features, **config.learner,
+                                       directions=config.protocol.directions)
         self.transport = MPITransport(self.comm, self.learners, asynchronous=self.asynchronous)
         self.coordinator = Coordinator(config.protocol, self.size)  # resolves on rank 0 only
         self.checkpoints = CheckPoints(self.coordinator)

@@ -82,6 +82,7 @@ class SimTransport:
         self.resolving = False  # True while rank 0 commands the others (dynamic resolution)
         self.sent = {}  # learner -> the model z it sent with its violation, until settled
         self.last_count = 0  # violators of the check begun last
+        self.variance_log = []  # fda: (sums, exact δ) of every check begun
 
     # -- counting -----------------------------------------------------------
 
@@ -199,6 +200,27 @@ class SimTransport:
                 self.log.wait(0, i)
         return len(violators), violators, models
 
+    def begin_variance(self):
+        """fda: every learner's summary [‖w_l − r‖², ⟨w_l − r, ξ_q⟩ …] into one
+        nonblocking Allreduce (control); also the exact δ, the diagnostic."""
+        L = self.L
+        sums = L.summaries().sum(axis=0)  # learners in order
+        self._count_allreduce("control", wire.summary_nbytes(len(L.Xi)))
+        request = None
+        if self.log is not None:
+            self._ids += 1
+            request = self._ids
+            self.log.iallreduce(wire.summary_nbytes(len(L.Xi)), request)
+        exact = exact_variance(L)
+        self.variance_log.append((sums, exact))
+        return sums, exact, request
+
+    def end_variance(self, handle):
+        sums, exact, request = handle
+        if self.log is not None and request is not None:
+            self.log.complete(request)
+        return sums, exact
+
     def open_resolution(self):
         self.resolving = True
 
@@ -259,6 +281,15 @@ class SimTransport:
         return z.sum(axis=0) / len(z)
 
 
+def exact_variance(L):
+    """δ = (1/k) Σ_l ‖w_l − w̄‖² of learners L, densely (bias included): the
+    simulator's diagnostic of fda's estimate, and its oracle."""
+    z = L.models(np.arange(L.k))
+    n = L.n_features
+    w = np.column_stack([z[:, n + 1, None] * L.r + z[:, :n], z[:, n]])  # [α·r + u, b]
+    return float(((w - w.mean(axis=0)) ** 2).sum(axis=1).mean())
+
+
 class Simulation:
     """One configuration, advanced by ``feed`` over consecutive blocks of rounds.
 
@@ -280,7 +311,8 @@ class Simulation:
         self.learner_args = dict(learner or {})
         self.order = order
         self.central = protocol.central
-        self.L = OnlineLearners(1 if self.central else self.k, self.n, **self.learner_args)
+        self.L = OnlineLearners(1 if self.central else self.k, self.n, **self.learner_args,
+                                directions=protocol.directions)
         self.mode = mode
         # Prediction (docs/NETWORK.md): every message and the rows between them into an event
         # log, replayed on ``network`` (a netmodel preset name or Network) at the end.
@@ -295,7 +327,7 @@ class Simulation:
         self._learn_seconds, self._rows_learned = 0.0, 0  # the measured compute time per row
         self.transport = SimTransport(self.L, self.k, mode, self.log)
         self.coordinator = Coordinator(protocol, self.k)
-        self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync")
+        self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync" or protocol.name == "fda")
         self.b = int(protocol.period)
         # Variant (simulator only, dynamic): adaptive check period. After a check with
         # violators the next check comes b rounds later, after a quiet one twice the last
@@ -532,10 +564,31 @@ class Simulation:
             "drifts": self.drifts.tolist(), "drift_window": self.drift_window,
             "phase_messages": self.phase_messages, "phase_errors": self.phase_errors,
             "phase_rounds": self.phase_rounds,
+            **({"fda": self.fda_diagnostics()} if self.protocol.name == "fda" else {}),
             "timeline": self.timeline,
             "coef": coef, "intercept": intercept,
             **({"network": self.predict()} if self.log is not None else {}),
         }
+
+    def fda_diagnostics(self):
+        """fda's estimate δ̂ against the exact δ over every check begun: how often
+        each exceeded Θ, the median ratio δ/δ̂, the median share of ‖D̄‖² the
+        projections captured, and the checks where δ > δ̂ (the bound says none)."""
+        log = self.transport.variance_log
+        sums = np.array([a for a, _e in log]).reshape(len(log), -1)
+        exact = np.array([e for _a, e in log])
+        estimate = np.array([self.coordinator.variance_estimate(a) for a in sums])
+        mean_s = sums[:, 0] / self.k if len(log) else np.zeros(0)
+        norm = mean_s - exact  # ‖D̄‖²
+        some = norm > 1e-12 * np.maximum(mean_s, 1e-300)
+        theta = self.protocol.theta
+        return {"checks": len(log), "estimate_over_theta": int(np.count_nonzero(estimate > theta)),
+                "exact_over_theta": int(np.count_nonzero(exact > theta)),
+                "median_exact_over_estimate": float(np.median(exact[estimate > 0] / estimate[estimate > 0]))
+                if np.any(estimate > 0) else None,
+                "median_captured": float(np.median((mean_s[some] - estimate[some]) / norm[some]))
+                if np.any(some) else None,
+                "bound_violations": int(np.count_nonzero(exact > estimate + 1e-9 * np.maximum(mean_s, 1e-12)))}
 
     def predict(self, seconds_per_row=None):
         """The event log replayed on ``network``: predicted wall time, time in

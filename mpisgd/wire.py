@@ -39,6 +39,11 @@ def dense_nbytes(n):
     return 8 * (n + 2)
 
 
+def summary_nbytes(directions):
+    """Bytes of an fda check's summary [‖w − r‖², ⟨w − r, ξ_1⟩ … ⟨w − r, ξ_J⟩] (float64, Allreduce)."""
+    return 8 * (1 + directions)
+
+
 def encode(alpha, bias, idx, vals, n):
     """Model message (uint8 buffer) for w = α·r + u, u given sparsely."""
     nnz = len(idx)

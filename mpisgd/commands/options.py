@@ -3,7 +3,7 @@ same language: the protocol and the learner."""
 
 
 def add_protocol_arguments(g):
-    from mpisgd.protocol import AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, MODES, PROTOCOLS
+    from mpisgd.protocol import AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, FDA_ESTIMATES, MODES, PROTOCOLS
 
     g.add_argument("--protocol", choices=PROTOCOLS, default="dynamic", help="synchronization protocol")
     g.add_argument("--period", "-b", type=int, default=1,
@@ -25,6 +25,14 @@ def add_protocol_arguments(g):
                    help="dynamic protocol: async (default) = only violations and their resolutions "
                    "communicate, nobody waits at a quiet check; sync = deterministic, each check "
                    "agreed on by a nonblocking Allreduce and settled one period later (docs/RUNNING.md)")
+    g.add_argument("--theta", type=float, default=None,
+                   help="fda: variance threshold Θ, a full sync when the estimated variance of the models "
+                   "exceeds it (docs/ALGORITHMS.md §7)")
+    g.add_argument("--fda-directions", type=int, default=None,
+                   help="fda: J, the last J reference changes each learner projects w − r on (default 1)")
+    g.add_argument("--fda-estimate", choices=FDA_ESTIMATES, default=None,
+                   help="fda: linear = the upper bound from the projections (default); exact = the exact "
+                   "variance, an oracle of the simulator only")
 
 
 def add_learner_arguments(g):
@@ -55,7 +63,8 @@ def protocol_config(args):
         name=args.protocol, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
         augmentation=args.augmentation, counter_counts=args.counter_counts,
         counter_reset=args.counter_reset, counter_limit=args.counter_limit, burst_fraction=args.burst_fraction,
-        seed=args.protocol_seed,
+        seed=args.protocol_seed, theta=args.theta, fda_directions=args.fda_directions,
+        fda_estimate=args.fda_estimate,
     )
 
 

@@ -18,6 +18,14 @@ S_i = Σ_{j≤i} s_j and δ_i the change of v at step i,
 so U takes the same sparse update as v. A flush (at every change of r or
 of v from outside, and when s is rescaled) folds these into the dense A.
 
+Projections for variance monitoring (docs/ALGORITHMS.md §7): with J unit
+vectors ξ_q = [ξ_q,w, ξ_q,b] (rows of Ξ, shape (J, n + 1)), PX_lq = ξ_q,w·v_l
+takes the same sparse update as P, so that with RX_q = ξ_q,w·r
+
+    ⟨w_l − r, ξ_q⟩ = (α − 1)·RX_q + s·PX_lq + (b − r_b)·ξ_q,b
+
+costs O(J) per learner (``summaries``). J = 0 costs nothing.
+
 Update rules (``rule``): SGD as above, or the passive-aggressive rules of
 Crammer, Dekel, Keshet, Shalev-Shwartz and Singer (2006) for the hinge loss
 ℓ = max(0, 1 − y·p): w ← w + τ·y·x, b ← b + τ·y, with ‖x‖² counting the bias
@@ -69,7 +77,18 @@ def exact_pq(l, V, r, P, Q):
 
 
 @njit(cache=True)
-def set_models(ids, z, alpha, s, V, bias, P, Q, A, U, alpha_sum, s_sum, r, average):
+def exact_px(l, V, Xi, PX):
+    """Recompute PX_lq = ξ_q,w·v_l densely."""
+    n = V.shape[1]
+    for q in range(Xi.shape[0]):
+        p = 0.0
+        for j in range(n):
+            p += Xi[q, j] * V[l, j]
+        PX[l, q] = p
+
+
+@njit(cache=True)
+def set_models(ids, z, alpha, s, V, bias, P, Q, A, U, alpha_sum, s_sum, r, average, Xi, PX):
     """Learners ids take the model z = [u, b, α] (w = α·r + u), s = 1."""
     n = V.shape[1]
     for l in ids:
@@ -81,6 +100,7 @@ def set_models(ids, z, alpha, s, V, bias, P, Q, A, U, alpha_sum, s_sum, r, avera
         bias[l] = z[n]
         alpha[l] = z[n + 1]
         exact_pq(l, V, r, P, Q)
+        exact_px(l, V, Xi, PX)
 
 
 @njit(cache=True)
@@ -119,7 +139,7 @@ def learn_rows(
     A, U, alpha_sum, s_sum, bias_sum, n_avg,
     r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness,
     fit_intercept, regularize_bias, average, classification, ties_are_errors,
-    loss_sum, errors, examples,
+    loss_sum, errors, examples, Xi, PX,
 ):  # fmt: skip
     """Predict, charge, then learn from each row i with learner owner[i].
 
@@ -130,6 +150,7 @@ def learn_rows(
     or update that is not finite); nothing from that row on is processed.
     """
     k, n = V.shape
+    J = Xi.shape[0]
     for i in range(y.shape[0]):
         l = owner[i]
         if l < 0 or l >= k:
@@ -181,6 +202,7 @@ def learn_rows(
             s[l] = 1.0
             P[l] = 0.0
             Q[l] = 0.0
+            PX[l, :] = 0.0
         else:
             alpha[l] *= decay  # α ← (1 − γλ)α
             s[l] *= decay  # s ← (1 − γλ)s
@@ -199,6 +221,8 @@ def learn_rows(
                 dp += r[j] * dv
                 dq += dv * (2.0 * vj + dv)
                 V[l, j] = vj + dv
+                for q in range(J):  # PX changes by ξ_q,w·δ
+                    PX[l, q] += Xi[q, j] * dv
             P[l] += dp
             Q[l] += dq
             if average:
@@ -217,6 +241,7 @@ def learn_rows(
                 V[l, j] *= s[l]
             s[l] = 1.0
             exact_pq(l, V, r, P, Q)
+            exact_px(l, V, Xi, PX)
     return OK, -1
 
 
@@ -241,6 +266,18 @@ def distances(alpha, s, P, Q, bias, R, r_bias, out):
         out[l] = a1 * a1 * R + 2.0 * a1 * s[l] * P[l] + s[l] * s[l] * Q[l] + db * db
 
 
+@njit(cache=True)
+def summaries(alpha, s, P, Q, bias, R, r_bias, PX, RX, Xi, out):
+    """out_l = [‖w_l − r‖², ⟨w_l − r, ξ_1⟩, …, ⟨w_l − r, ξ_J⟩], in O(J) per learner."""
+    n = Xi.shape[1] - 1
+    for l in range(alpha.shape[0]):
+        a1 = alpha[l] - 1.0
+        db = bias[l] - r_bias
+        out[l, 0] = a1 * a1 * R + 2.0 * a1 * s[l] * P[l] + s[l] * s[l] * Q[l] + db * db
+        for q in range(Xi.shape[0]):
+            out[l, 1 + q] = a1 * RX[q] + s[l] * PX[l, q] + db * Xi[q, n]  # ⟨(α − 1)r + s·v, ξ_w⟩ + (b − r_b)ξ_b
+
+
 @njit(cache=True, nogil=True)
 def learn_until_violation(
     indptr, indices, data, y, owner, seg_end, threshold,
@@ -248,7 +285,7 @@ def learn_until_violation(
     A, U, alpha_sum, s_sum, bias_sum, n_avg,
     r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness,
     fit_intercept, regularize_bias, average, classification, ties_are_errors,
-    loss_sum, errors, examples, R, r_bias, dist,
+    loss_sum, errors, examples, Xi, PX, R, r_bias, dist,
 ):  # fmt: skip
     """``learn_rows`` segment by segment, rows [seg_end[i−1], seg_end[i]);
     after segment i every learner checks ‖w_l − r‖² ≤ threshold[i] (+inf: no
@@ -266,7 +303,7 @@ def learn_until_violation(
             alpha, s, V, bias, P, Q, steps, A, U, alpha_sum, s_sum, bias_sum, n_avg,
             r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness,
             fit_intercept, regularize_bias, average, classification, ties_are_errors,
-            loss_sum, errors, examples,
+            loss_sum, errors, examples, Xi, PX,
         )  # fmt: skip
         if status != OK:
             return status, start + row, i
