@@ -76,6 +76,9 @@ class RunConfig:
             raise MpisgdError(f"poll_rows: must be >= 1, got {self.poll_rows}")
         if self.staleness is not None and self.staleness < 0:
             raise MpisgdError(f"staleness: must be >= 0, got {self.staleness}")
+        if self.protocol.fda_estimate == "exact":
+            raise MpisgdError("fda_estimate: 'exact' is the simulator's oracle (it would cost a dense "
+                              "Allreduce per check); train uses 'linear'")
 
     def as_dict(self):
         return {"protocol": self.protocol.as_dict(), "mode": self.mode, "learner": dict(self.learner),
@@ -118,9 +121,6 @@ class Run:
         if config.protocol.name == "fda" and (checkpointer is not None or resume is not None):
             raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
                               "do not support fda yet")
-        if config.protocol.fda_estimate == "exact":
-            raise MpisgdError("fda_estimate: 'exact' is the simulator's oracle (it would cost a dense "
-                              "Allreduce per check); train uses 'linear'")
         self.checkpointer = checkpointer
         self.resume, self.fingerprint = resume, fingerprint
         self.resumed = None  # (round directory, t) when resumed

@@ -398,3 +398,31 @@ def naive_pa(X, y, owner, k, rule, C, fit_intercept):
         if fit_intercept:
             b[l] += tau * yi
     return w, b
+
+
+# ============================================================================
+# Variance monitoring (fda): projections of w − r, the variance and its bound
+# ============================================================================
+
+
+def naive_fda_summaries(w, b, r, r_b, directions):
+    """Rows [‖D_l‖², ⟨D_l, ξ_1⟩, …] with D_l = [w_l − r, b_l − r_b] and ξ_q the
+    rows of ``directions`` (J, n + 1), densely."""
+    D = np.column_stack([w - r, b - r_b])
+    return np.column_stack([(D**2).sum(axis=1), D @ np.asarray(directions).T])
+
+
+def naive_projector(changes, J):
+    """The orthogonal projector onto the span of the newest J reference changes
+    (``changes``: newest first, each of length n + 1), from a QR factorisation."""
+    kept = [c for c in changes if np.linalg.norm(c) > 0][:J]
+    if not kept:
+        return np.zeros((len(changes[0]),) * 2) if changes else None
+    Q, _R = np.linalg.qr(np.column_stack(kept))
+    return Q @ Q.T
+
+
+def naive_variance(w, b):
+    """δ = (1/k) Σ_l ‖[w_l, b_l] − mean‖²."""
+    W = np.column_stack([w, b])
+    return float(((W - W.mean(axis=0)) ** 2).sum(axis=1).mean())

@@ -10,7 +10,7 @@ from mpisgd import wire
 from mpisgd.errors import MpisgdError
 from mpisgd.kernels.losses import CLASSIFICATION_LOSSES, DEFAULT_PARAM, LOSSES
 from mpisgd.learners import OnlineLearners
-from naive import NaiveOnline
+from naive import NaiveOnline, naive_fda_summaries, naive_projector, naive_variance
 
 RTOL = 1e-10
 
@@ -208,3 +208,78 @@ def test_learning_until_a_violation_is_learning_and_checking_each_segment():
     threshold[6] = np.inf  # no violation: every segment is learned
     fast, _ = pair(k, n, eta0=0.3)
     assert fast.learn_until_violation(X.indptr, X.indices, X.data, y, owner, seg_end, threshold) == len(seg_end)
+
+
+# -- variance monitoring: projections of w − r on the last reference changes (fda) ----
+
+
+def assert_summaries(fast, slow, changes):
+    """fast.summaries() against the dense twin, and fast.Xi against the span of the newest J changes."""
+    J = len(fast.Xi)
+    np.testing.assert_allclose(fast.Xi @ fast.Xi.T, np.diag((np.linalg.norm(fast.Xi, axis=1) > 0) * 1.0), atol=1e-10)
+    want = naive_projector(changes, J) if changes else np.zeros((fast.n_features + 1,) * 2)
+    np.testing.assert_allclose(fast.Xi.T @ fast.Xi, want, atol=1e-9)
+    np.testing.assert_allclose(fast.summaries(), naive_fda_summaries(slow.w, slow.b, slow.r, slow.r_b, fast.Xi),
+                               rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("J, kw", [(1, {}), (2, {}), (3, {"loss": "hinge", "eta0": 0.9, "lam": 1.0}),
+                                   (2, {"fit_intercept": False})])
+def test_projections_match_the_dense_twin(J, kw):
+    k, n = 4, 15
+    X, y = make_data(240, n, seed=20 + J, density=0.4)
+    fast, slow = pair(k, n, **kw)
+    fast = OnlineLearners(k, n, average=True, directions=J, **{key: v for key, v in fast.options.items()
+                                                               if key != "average"})
+    rng = np.random.default_rng(J)
+    owner = rng.integers(0, k, size=240)
+    changes = []
+    for part in range(6):  # learn, then (alternately) a full sync or a balancing of two learners
+        lo, hi = 40 * part, 40 * (part + 1)
+        learn_both(fast, slow, X[lo:hi], y[lo:hi], owner[lo:hi])
+        assert_summaries(fast, slow, changes)
+        if part % 2:
+            ids = np.array([0, 2])
+            z = fast.models(ids).mean(axis=0)
+            fast.set_models(ids, z)
+            slow.set_models(ids, z)
+        else:
+            z = fast.mean_model()
+            before = np.append(slow.r, slow.r_b)
+            slow.set_reference(z)
+            fast.set_reference(z)
+            changes.insert(0, np.append(slow.r, slow.r_b) - before)
+        assert_summaries(fast, slow, changes)
+    if kw.get("lam"):
+        assert fast.s.min() >= 1e-5  # s was folded into v on the way
+
+
+def test_no_directions_costs_nothing_and_keeps_the_distance():
+    X, y = make_data(50, 6, seed=30)
+    L = OnlineLearners(3, 6, directions=0)
+    L.learn(X.indptr, X.indices, X.data, y, np.arange(50) % 3)
+    L.set_reference(L.mean_model())
+    L.learn(X.indptr, X.indices, X.data, y, np.arange(50) % 3)
+    np.testing.assert_array_equal(L.summaries()[:, 0], L.distances())
+    assert L.summaries().shape == (3, 1)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_estimate_bounds_the_variance(seed):
+    """δ̂ = mean ‖D_l‖² − Σ_q (mean ⟨D_l, ξ_q⟩)² ≥ δ for any models and any orthonormal ξ (Bessel)."""
+    from mpisgd.protocol import Coordinator, ProtocolConfig
+
+    rng = np.random.default_rng(seed)
+    k, n, J = 1 + seed, 8, 1 + seed % 3
+    X, y = make_data(200, n, seed=40 + seed, density=0.5)
+    L = OnlineLearners(k, n, directions=J, eta0=0.5)
+    c = Coordinator(ProtocolConfig(name="fda", theta=1.0, fda_directions=J), k)
+    owner = rng.integers(0, k, size=200)
+    for lo in range(0, 200, 25):
+        part = X[lo : lo + 25]
+        L.learn(part.indptr, part.indices, part.data, y[lo : lo + 25], owner[lo : lo + 25])
+        w, b = (np.array(v) for v in zip(*(L.weights(l) for l in range(k))))
+        estimate = c.variance_estimate(L.summaries().sum(axis=0))
+        assert estimate >= naive_variance(w, b) - 1e-9 * max(1.0, estimate)
+        if lo % 50 == 0:  # a new reference: the mean, or (a balancing-style r) one learner's model
+            L.set_reference(L.mean_model() if lo % 100 == 0 else L.models([k - 1])[0])
