@@ -27,6 +27,8 @@ CASES = [
     ["--protocol", "dynamic", "--delta", "0.3", "--counter-limit", "2", "--counter-reset", "forced-only"],
     ["--protocol", "static", "--period", "3"],
     ["--protocol", "central"],
+    ["--protocol", "fda", "--theta", "0.5", "--period", "2"],
+    ["--protocol", "fda", "--theta", "0.2", "--period", "3", "--fda-directions", "2"],
 ]
 
 
