@@ -1,9 +1,10 @@
-"""Variance monitoring (fda, docs/ALGORITHMS.md §7) at paper scale, in the
+"""Variance monitoring (fda, docs/ALGORITHMS.md §8) at paper scale, in the
 simulator, against static averaging every 8 rounds and Kamp's dynamic
 protocol, on the drifting disjunction (n = 100, k = 512, T = 25,000, drift
 0.0002, log loss, η = 1).
 
     python bench/fda_scale.py --seeds 5 --jobs 2          # the table of docs/REPRODUCTION.md
+    python bench/fda_scale.py --kernel                     # the cost of J projections per step
 
 Every configuration of one seed learns from the same rows (``run_many``). For
 each configuration: the median over seeds of its online errors, MPI messages
@@ -11,7 +12,8 @@ each configuration: the median over seeds of its online errors, MPI messages
 the same seed, with the range over seeds. fda is always deterministic and
 lagged (each check begun at t is settled at t + b); dynamic runs in sync mode,
 which is the deterministic equivalent. ``exact`` decides on the exact variance
-(the simulator's oracle) and counts the bytes of the linear variant.
+(the simulator's oracle) and counts the bytes of the linear variant; lag=0
+settles each check at once (a blocking Allreduce of J + 1 numbers).
 """
 
 import argparse
@@ -25,20 +27,23 @@ import numpy as np
 LEARNER = {"loss": "log", "eta0": 1.0, "lam": 0.0}
 
 
-def configurations(thetas, periods, directions, exact):
+def configurations(thetas, periods, lags, directions, exact, extra_b1):
     yield "none", {"name": "none"}, "async"
     yield "static b=8", {"name": "static", "period": 8}, "async"
-    yield "static b=128", {"name": "static", "period": 128}, "async"
+    yield "dynamic Δ=3 b=8 sync", {"name": "dynamic", "period": 8, "delta": 3.0}, "sync"
+    yield "dynamic Δ=3 b=1 sync", {"name": "dynamic", "period": 1, "delta": 3.0}, "sync"
     for b in periods:
-        yield f"dynamic Δ=3 b={b} sync", {"name": "dynamic", "period": b, "delta": 3.0}, "sync"
-    for b in periods:
-        for theta in thetas:
-            for J in directions:
-                yield (f"fda Θ={theta:g} b={b} J={J}",
-                       {"name": "fda", "period": b, "theta": theta, "fda_directions": J}, "sync")
-            if exact:
-                yield (f"fda Θ={theta:g} b={b} exact",
-                       {"name": "fda", "period": b, "theta": theta, "fda_estimate": "exact"}, "sync")
+        for lag in lags:
+            for theta in thetas:
+                for J in directions:
+                    yield (f"fda Θ={theta:g} b={b} lag={lag} J={J}",
+                           {"name": "fda", "period": b, "theta": theta, "fda_directions": J, "fda_lag": lag}, "sync")
+                if exact and b == periods[0] and lag == lags[0]:
+                    yield (f"fda Θ={theta:g} b={b} lag={lag} exact",
+                           {"name": "fda", "period": b, "theta": theta, "fda_estimate": "exact", "fda_lag": lag},
+                           "sync")
+    for theta in extra_b1:
+        yield f"fda Θ={theta:g} b=1 lag=1 J=1", {"name": "fda", "period": 1, "theta": theta}, "sync"
 
 
 def one_seed(task):
@@ -61,19 +66,47 @@ def one_seed(task):
     return out
 
 
+def kernel_cost(rounds=2000, k=512, repeats=3):
+    """Seconds per row of ``OnlineLearners.learn`` with J = 0, 1, 2, 4 projections,
+    as ratios to J = 0, in this process (the best of ``repeats``)."""
+    from mpisgd.learners import OnlineLearners
+    from mpisgd.simulator import make_stream
+
+    indptr, indices, data, y = make_stream("disjunction", 100, k, 0, 0.0002).rows(0, rounds)
+    owner = np.tile(np.arange(k), rounds)
+    base = None
+    print(f"| J | ns per row | ratio to J = 0 |\n|---|---|---|")
+    for J in (0, 1, 2, 4):
+        best = np.inf
+        for _ in range(repeats):
+            L = OnlineLearners(k, 100, directions=J, **LEARNER)
+            L.Xi[:] = np.eye(J, 101)  # any unit vectors: the cost does not depend on them
+            L.learn(indptr[:2], indices, data, y[:1], owner[:1])  # compiled
+            start = time.perf_counter()
+            L.learn(indptr, indices, data, y, owner)
+            best = min(best, time.perf_counter() - start)
+        base = base or best
+        print(f"| {J} | {1e9 * best / len(y):.1f} | {best / base:.2f} |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--k", type=int, default=512)
     p.add_argument("--rounds", type=int, default=25000)
     p.add_argument("--jobs", type=int, default=2)
-    p.add_argument("--thetas", type=float, nargs="+", default=[1.0, 2.0, 4.0])
-    p.add_argument("--periods", type=int, nargs="+", default=[8])
+    p.add_argument("--thetas", type=float, nargs="+", default=[0.5, 2.0])
+    p.add_argument("--periods", type=int, nargs="+", default=[8, 4])
+    p.add_argument("--lags", type=int, nargs="+", default=[1, 0])
     p.add_argument("--directions", type=int, nargs="+", default=[1])
+    p.add_argument("--b1", type=float, nargs="*", default=[0.5], help="thresholds of extra fda runs at b = 1")
     p.add_argument("--no-exact", dest="exact", action="store_false", help="leave out the oracle runs")
     p.add_argument("--json", default=None, help="also write the per-seed results here")
+    p.add_argument("--kernel", action="store_true", help="only the kernel's cost of the projections")
     args = p.parse_args()
-    confs = list(configurations(args.thetas, args.periods, args.directions, args.exact))
+    if args.kernel:
+        return kernel_cost()
+    confs = list(configurations(args.thetas, args.periods, args.lags, args.directions, args.exact, args.b1))
     tasks = [(s, args.k, args.rounds, confs) for s in range(args.seeds)]
     with get_context("spawn").Pool(args.jobs) as pool:
         per_seed = pool.map(one_seed, tasks)

@@ -108,7 +108,7 @@ class OnlineLearners:
         self.errors = np.zeros(k, dtype=np.int64)
         self.examples = np.zeros(k, dtype=np.int64)
         self._dist = np.empty(k)
-        # variance monitoring (docs/ALGORITHMS.md §7): J orthonormal directions ξ_q = [ξ_q,w, ξ_q,b]
+        # variance monitoring (docs/ALGORITHMS.md §8): J orthonormal directions ξ_q = [ξ_q,w, ξ_q,b]
         # (rows of Xi; a zero row until J reference changes have happened), PX = ξ_w·v, RX = ξ_w·r
         self.Xi = np.zeros((int(directions), n + 1))
         self.PX = np.zeros((k, int(directions)))

@@ -69,10 +69,11 @@ class ProtocolConfig:
     counter_limit: float = 1.0  # variant: the counter forces a full sync at v ≥ counter_limit·k (paper: 1)
     burst_fraction: float = 0.0  # variant: ≥ this share of violators at one check → full sync (0 = off)
     seed: int = 0  # the coordinator's random augmentation
-    # fda (variance monitoring, docs/ALGORITHMS.md §7); None = not given (the fda defaults: 1, "linear")
+    # fda (variance monitoring, docs/ALGORITHMS.md §8); None = not given (the fda defaults: 1, "linear")
     theta: float = None  # Θ: a full sync when the estimated variance δ̂ exceeds it
     fda_directions: int = None  # J: unit vectors ξ the learners project w − r on
     fda_estimate: str = None  # linear (the bound δ̂) or exact (simulator only)
+    fda_lag: int = None  # checks settled one check point later (1, default) or at once (0: a blocking Allreduce)
 
     def __post_init__(self):
         if self.name not in PROTOCOLS:
@@ -95,7 +96,7 @@ class ProtocolConfig:
         self._check_fda()
 
     def _check_fda(self):
-        given = [name for name in ("theta", "fda_directions", "fda_estimate") if getattr(self, name) is not None]
+        given = [name for name in ("theta", "fda_directions", "fda_estimate", "fda_lag") if getattr(self, name) is not None]
         if self.name != "fda":
             if given:
                 raise MpisgdError(f"protocol: {', '.join(given)} belong to the fda protocol, not {self.name!r}")
@@ -104,6 +105,9 @@ class ProtocolConfig:
             raise MpisgdError(f"protocol: fda needs a variance threshold theta > 0, got {self.theta!r}")
         object.__setattr__(self, "fda_directions", 1 if self.fda_directions is None else self.fda_directions)
         object.__setattr__(self, "fda_estimate", "linear" if self.fda_estimate is None else self.fda_estimate)
+        object.__setattr__(self, "fda_lag", 1 if self.fda_lag is None else self.fda_lag)
+        if self.fda_lag not in (0, 1):
+            raise MpisgdError(f"protocol: fda_lag must be 0 or 1, got {self.fda_lag!r}")
         if int(self.fda_directions) != self.fda_directions or self.fda_directions < 0:
             raise MpisgdError(f"protocol: fda_directions must be an integer >= 0, got {self.fda_directions!r}")
         if self.fda_estimate not in FDA_ESTIMATES:
@@ -268,7 +272,7 @@ class Coordinator:
 
     def variance_estimate(self, sums):
         """δ̂ from the sums over learners of [‖D_l‖², ⟨D_l, ξ_1⟩, …, ⟨D_l, ξ_J⟩],
-        D_l = w_l − r (one Allreduce, docs/ALGORITHMS.md §7):
+        D_l = w_l − r (one Allreduce, docs/ALGORITHMS.md §8):
         δ̂ = (1/k) Σ ‖D_l‖² − Σ_q ⟨D̄, ξ_q⟩², which is ≥ δ = (1/k) Σ ‖D_l‖² − ‖D̄‖²
         because Σ_q ⟨D̄, ξ_q⟩² ≤ ‖D̄‖² for orthonormal ξ_q (Bessel)."""
         mean = np.asarray(sums, dtype=np.float64) / self.k
@@ -319,12 +323,13 @@ class CheckPoints:
       sent (docs/ALGORITHMS.md §4). With ``lagged=False`` a check is settled
       as soon as it is begun (the simulator's count of the paper's instant
       resolution, used for ``--mode async``).
-    - fda: the same lag for the variance check (docs/ALGORITHMS.md §7): at t
+    - fda: the same lag for the variance check (docs/ALGORITHMS.md §8): at t
       every rank starts a nonblocking sum of its summary [‖w_l − r‖²,
       ⟨w_l − r, ξ_q⟩ …] (``begin_variance``); at the next check point every
       rank completes it (``end_variance``), computes the same δ̂ and, when
       δ̂ > Θ, takes part in a full sync there. No check is begun right after
-      a full sync (every w_l = r then). Always lagged, in either mode.
+      a full sync (every w_l = r then). In either mode; with fda_lag 0 the
+      check is settled as soon as it is begun (a blocking Allreduce).
     - none, central: nothing.
 
     The transport (``MPITransport`` or ``SimTransport``) provides
@@ -347,9 +352,12 @@ class CheckPoints:
             self.coordinator.full_sync(transport, "static")
             return list(range(self.coordinator.k))
         if name == "fda":
-            members = self.settle(transport)
+            lagged = self.coordinator.config.fda_lag == 1
+            members = self.settle(transport) if lagged else None
             if members is None:
                 self.pending = (t, transport.begin_variance(), None)
+            if not lagged:
+                members = self.settle(transport)
             return members
         if name != "dynamic":
             return None

@@ -327,7 +327,7 @@ class Simulation:
         self._learn_seconds, self._rows_learned = 0.0, 0  # the measured compute time per row
         self.transport = SimTransport(self.L, self.k, mode, self.log)
         self.coordinator = Coordinator(protocol, self.k)
-        self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync" or protocol.name == "fda")
+        self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync")
         self.b = int(protocol.period)
         # Variant (simulator only, dynamic): adaptive check period. After a check with
         # violators the next check comes b rounds later, after a quiet one twice the last

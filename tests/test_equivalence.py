@@ -29,6 +29,7 @@ CASES = [
     ["--protocol", "central"],
     ["--protocol", "fda", "--theta", "0.5", "--period", "2"],
     ["--protocol", "fda", "--theta", "0.2", "--period", "3", "--fda-directions", "2"],
+    ["--protocol", "fda", "--theta", "0.5", "--period", "2", "--fda-lag", "0"],
 ]
 
 

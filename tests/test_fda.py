@@ -1,4 +1,4 @@
-"""The fda protocol (variance monitoring, docs/ALGORITHMS.md §7): its options,
+"""The fda protocol (variance monitoring, docs/ALGORITHMS.md §8): its options,
 the lagged decision of ``CheckPoints``, its counts in the simulator, and,
 under mpiexec, the invariants at every check point of the MPI runner:
 
@@ -28,6 +28,8 @@ from mpisgd.protocol import CheckPoints, Coordinator, ProtocolConfig
     ({"name": "static", "theta": 1.0}, "theta belong to the fda protocol"),
     ({"name": "dynamic", "fda_directions": 2}, "fda_directions belong to the fda protocol"),
     ({"name": "none", "fda_estimate": "exact"}, "fda_estimate"),
+    ({"name": "fda", "theta": 1.0, "fda_lag": 2}, "fda_lag"),
+    ({"name": "static", "fda_lag": 0}, "fda_lag belong to the fda protocol"),
 ])  # fmt: skip
 def test_bad_fda_options_are_named(kwargs, word):
     with pytest.raises(MpisgdError, match=word):
@@ -36,7 +38,8 @@ def test_bad_fda_options_are_named(kwargs, word):
 
 def test_fda_defaults_and_other_protocols_keep_none():
     cfg = ProtocolConfig(name="fda", theta=2.0)
-    assert (cfg.fda_directions, cfg.fda_estimate, cfg.directions, cfg.checking) == (1, "linear", 1, True)
+    assert (cfg.fda_directions, cfg.fda_estimate, cfg.fda_lag, cfg.directions, cfg.checking) == \
+        (1, "linear", 1, 1, True)
     assert not cfg.asynchronous("async", 4)  # fda has one mode: lagged, deterministic
     assert ProtocolConfig(name="dynamic").as_dict()["theta"] is None
     assert ProtocolConfig(name="dynamic").directions == 0
@@ -104,6 +107,16 @@ def test_a_check_begun_at_t_syncs_at_the_next_check_point_and_none_begins_after_
     assert c.stats.model_messages["full_sync"] == 2 * 2 * k
 
 
+def test_without_lag_a_check_syncs_at_its_own_check_point():
+    k = 3
+    c = Coordinator(ProtocolConfig(name="fda", period=8, theta=1.0, fda_lag=0), k)
+    tr = FakeTransport([[3.0, 0.0], [30.0, 0.0], [3.0, 0.0]])
+    cp = CheckPoints(c, lagged=True)  # the mode's lag does not apply to fda
+    assert [cp.check(t, tr) for t in (8, 16, 24)] == [None, list(range(k)), None]
+    assert tr.calls == ["begin", "end 0", "begin", "end 1", "full_sync", "begin", "end 2"]
+    assert cp.pending is None and cp.settle(tr) is None
+
+
 def test_the_exact_estimate_decides_on_the_transports_delta():
     c = Coordinator(ProtocolConfig(name="fda", theta=1.0, fda_estimate="exact"), 2)
 
@@ -119,10 +132,11 @@ def test_the_exact_estimate_decides_on_the_transports_delta():
 # -- the simulator -----------------------------------------------------------------
 
 
-def simulate(k, rounds, theta, period=4, J=1, estimate=None, seed=3):
+def simulate(k, rounds, theta, period=4, J=1, estimate=None, seed=3, lag=None):
     from mpisgd.simulator import make_stream, simulate
 
-    cfg = ProtocolConfig(name="fda", period=period, theta=theta, fda_directions=J, fda_estimate=estimate)
+    cfg = ProtocolConfig(name="fda", period=period, theta=theta, fda_directions=J, fda_estimate=estimate,
+                         fda_lag=lag)
     return simulate(make_stream("disjunction", 20, k, seed, 0.01), rounds, cfg, {"loss": "log", "eta0": 1.0},
                     mode="sync")
 
@@ -145,6 +159,17 @@ def test_a_tiny_threshold_syncs_at_every_other_check_point(T):
     m = T // b  # check points; begun at b, 3b, 5b, …, each settled by a full sync one period later
     assert r["stats"]["full_syncs"]["variance"] == (m + 1) // 2
     assert r["stats"]["checks"] == (m + 1) // 2
+
+
+def test_a_tiny_threshold_without_lag_is_static_averaging():
+    from mpisgd.simulator import make_stream, simulate as run
+
+    fda = simulate(4, 200, 1e-12, period=4, lag=0)
+    static = run(make_stream("disjunction", 20, 4, 3, 0.01), 200, ProtocolConfig(name="static", period=4),
+                 {"loss": "log", "eta0": 1.0}, mode="sync")
+    assert fda["stats"]["full_syncs"]["variance"] == static["stats"]["full_syncs"]["static"] == 50
+    assert fda["errors"] == static["errors"]
+    np.testing.assert_allclose(fda["coef"], static["coef"], rtol=1e-12)
 
 
 @pytest.mark.parametrize("J", [0, 1, 3])
@@ -174,52 +199,49 @@ def world():
 
 
 class VarianceChecker:
-    """Around every check point of an fda run: the check begun one period earlier
-    estimated δ̂ ≥ the exact δ of the models then; the run fully synced here
-    exactly when δ̂ > Θ, and then every model equals the new reference."""
+    """Around every check point of an fda run: the estimate δ̂ of the models at a
+    check is ≥ their exact δ; the run fully synced at this check point exactly
+    when δ̂ > Θ for the check begun one period earlier (lag 1) or begun here (lag
+    0), and then every model equals the new reference."""
 
-    def __init__(self):
+    def __init__(self, lag):
         from helpers.mpi import Deferred
 
         self.comm = world().Dup()
         self.k = self.comm.Get_size()
+        self.lag = lag
         self.checks = Deferred(self.comm)
-        self.begun = None  # (δ̂, δ) of the check begun last
+        self.begun = None  # δ̂ of the check begun last (lag 1)
         self.full_syncs = 0
 
-    def models(self, run):
+    def estimate(self, run):
+        """(δ̂, δ) of the current models, by two collectives."""
         coef, intercept = run.learners.weights(0)
         mine = np.append(coef, intercept)
-        out = np.empty((self.k, len(mine)))
-        self.comm.Allgather(mine, out)
-        return out
-
-    def before(self, t, run):
-        pass
-
-    def after(self, t, run, members):
-        models = self.models(run)
-        members = self.comm.bcast(members, root=0)
+        models = np.empty((self.k, len(mine)))
+        self.comm.Allgather(mine, models)
         summary = np.ascontiguousarray(run.learners.summaries()[0])
         sums = np.empty_like(summary)
         self.comm.Allreduce(summary, sums)
+        exact = float(((models - models.mean(axis=0)) ** 2).sum(axis=1).mean())
+        return run.coordinator.variance_estimate(sums), exact, models
+
+    def before(self, t, run):
+        self.now = self.estimate(run)[0]
+
+    def after(self, t, run, members):
+        estimate, exact, models = self.estimate(run)
+        synced = self.comm.bcast(members, root=0) is not None
         with self.checks.check():
-            r, r_b = run.learners.reference
-            synced = members is not None
-            if self.begun is not None:
-                assert synced == (self.begun[0] > run.config.protocol.theta)
-            else:
-                assert not synced
+            decided = self.begun if self.lag else self.now
+            assert synced == (decided is not None and decided > run.config.protocol.theta)
             if synced:
                 self.full_syncs += 1
+                r, r_b = run.learners.reference
                 np.testing.assert_allclose(models, np.append(r, r_b)[None, :].repeat(self.k, 0), rtol=0,
                                            atol=1e-12)
-                self.begun = None  # no check begins right after a full sync
-            else:
-                estimate = run.coordinator.variance_estimate(sums)
-                exact = float(((models - models.mean(axis=0)) ** 2).sum(axis=1).mean())
-                assert estimate >= exact - 1e-9 * max(1.0, estimate)
-                self.begun = (estimate, exact)
+            assert estimate >= exact - 1e-9 * max(1.0, estimate)
+        self.begun = None if synced else estimate  # no check begins right after a full sync
 
     def close(self):
         try:
@@ -229,18 +251,19 @@ class VarianceChecker:
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("J", [1, 2])
-def test_runner_syncs_exactly_when_the_lagged_estimate_exceeds_theta(J):
+@pytest.mark.parametrize("J, lag", [(1, 1), (2, 1), (1, 0)])
+def test_runner_syncs_exactly_when_the_lagged_estimate_exceeds_theta(J, lag):
     from mpisgd.data.rows import ArraySource
     from mpisgd.data.synthetic import DisjunctionStream
     from mpisgd.runner import RunConfig, train
 
-    checker = VarianceChecker()
+    checker = VarianceChecker(lag)
     comm = world().Dup()
     try:
         k, rank = comm.Get_size(), comm.Get_rank()
         ip, ix, d, y = DisjunctionStream(n_features=30, n_learners=k, seed=5, drift_prob=0.01).rows(0, 300, [rank])
-        cfg = RunConfig(protocol=ProtocolConfig(name="fda", period=3, theta=0.3, fda_directions=J), mode="async",
+        cfg = RunConfig(protocol=ProtocolConfig(name="fda", period=3, theta=0.3, fda_directions=J, fda_lag=lag),
+                        mode="async",
                         learner={"loss": "log", "eta0": 0.5, "lam": 0.01})
         run, report = train(comm, ArraySource(ip, ix, d, y, 30), cfg, observer=checker)
         if rank == 0:

@@ -27,12 +27,15 @@ def add_protocol_arguments(g):
                    "agreed on by a nonblocking Allreduce and settled one period later (docs/RUNNING.md)")
     g.add_argument("--theta", type=float, default=None,
                    help="fda: variance threshold Θ, a full sync when the estimated variance of the models "
-                   "exceeds it (docs/ALGORITHMS.md §7)")
+                   "exceeds it (docs/ALGORITHMS.md §8)")
     g.add_argument("--fda-directions", type=int, default=None,
                    help="fda: J, the last J reference changes each learner projects w − r on (default 1)")
     g.add_argument("--fda-estimate", choices=FDA_ESTIMATES, default=None,
                    help="fda: linear = the upper bound from the projections (default); exact = the exact "
                    "variance, an oracle of the simulator only")
+    g.add_argument("--fda-lag", type=int, choices=(0, 1), default=None,
+                   help="fda: 1 = each check is settled at the next check point, learning goes on meanwhile "
+                   "(default); 0 = at once, learners wait for the small Allreduce")
 
 
 def add_learner_arguments(g):
@@ -64,7 +67,7 @@ def protocol_config(args):
         augmentation=args.augmentation, counter_counts=args.counter_counts,
         counter_reset=args.counter_reset, counter_limit=args.counter_limit, burst_fraction=args.burst_fraction,
         seed=args.protocol_seed, theta=args.theta, fda_directions=args.fda_directions,
-        fda_estimate=args.fda_estimate,
+        fda_estimate=args.fda_estimate, fda_lag=args.fda_lag,
     )
 
 

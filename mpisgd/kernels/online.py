@@ -18,7 +18,7 @@ S_i = Σ_{j≤i} s_j and δ_i the change of v at step i,
 so U takes the same sparse update as v. A flush (at every change of r or
 of v from outside, and when s is rescaled) folds these into the dense A.
 
-Projections for variance monitoring (docs/ALGORITHMS.md §7): with J unit
+Projections for variance monitoring (docs/ALGORITHMS.md §8): with J unit
 vectors ξ_q = [ξ_q,w, ξ_q,b] (rows of Ξ, shape (J, n + 1)), PX_lq = ξ_q,w·v_l
 takes the same sparse update as P, so that with RX_q = ξ_q,w·r
 
