@@ -69,7 +69,7 @@ class ProtocolConfig:
     counter_limit: float = 1.0  # variant: the counter forces a full sync at v ≥ counter_limit·k (paper: 1)
     burst_fraction: float = 0.0  # variant: ≥ this share of violators at one check → full sync (0 = off)
     seed: int = 0  # the coordinator's random augmentation
-    # fda (variance monitoring, docs/ALGORITHMS.md §8); None = not given (the fda defaults: 1, "linear")
+    # fda (variance monitoring, docs/ALGORITHMS.md §8); None = not given (fda's defaults: 1, "linear", 1)
     theta: float = None  # Θ: a full sync when the estimated variance δ̂ exceeds it
     fda_directions: int = None  # J: unit vectors ξ the learners project w − r on
     fda_estimate: str = None  # linear (the bound δ̂) or exact (simulator only)
@@ -96,7 +96,8 @@ class ProtocolConfig:
         self._check_fda()
 
     def _check_fda(self):
-        given = [name for name in ("theta", "fda_directions", "fda_estimate", "fda_lag") if getattr(self, name) is not None]
+        names = ("theta", "fda_directions", "fda_estimate", "fda_lag")
+        given = [name for name in names if getattr(self, name) is not None]
         if self.name != "fda":
             if given:
                 raise MpisgdError(f"protocol: {', '.join(given)} belong to the fda protocol, not {self.name!r}")
@@ -148,7 +149,7 @@ class ProtocolStats:
     balancings: int = 0  # resolutions that ended in a partial sync
     augmented: int = 0  # learners pulled into a balancing set by augmentation
     full_syncs: dict = field(default_factory=lambda: {"static": 0, "forced": 0, "burst": 0, "augmented": 0, "final": 0,
-                                                            "variance": 0})
+                                                      "variance": 0})  # variance: fda
     model_messages: dict = field(default_factory=lambda: {"violation": 0, "augmentation": 0, "balance": 0, "full_sync": 0})
 
     def as_dict(self):
