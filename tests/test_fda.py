@@ -67,6 +67,18 @@ def test_train_refuses_the_oracle():
         RunConfig(protocol=ProtocolConfig(name="fda", theta=1.0, fda_estimate="exact"), mode="sync")
 
 
+def test_train_refuses_checkpoints_of_fda():
+    from mpi4py import MPI
+
+    from mpisgd.data.rows import ArraySource
+    from mpisgd.runner import Run, RunConfig
+
+    source = ArraySource(np.array([0, 1]), np.array([0], np.int32), np.ones(1), np.ones(1), 3)
+    cfg = RunConfig(protocol=ProtocolConfig(name="fda", theta=1.0), mode="sync")
+    with pytest.raises(MpisgdError, match="checkpoints .* fda"):
+        Run(MPI.COMM_SELF, source, cfg, checkpointer=object())
+
+
 # -- the lagged decision (protocol.py) ---------------------------------------------
 
 
