@@ -221,10 +221,13 @@ def learn_rows(
                 dp += r[j] * dv
                 dq += dv * (2.0 * vj + dv)
                 V[l, j] = vj + dv
-                for q in range(J):  # PX changes by ξ_q,w·δ
-                    PX[l, q] += Xi[q, j] * dv
             P[l] += dp
             Q[l] += dq
+            for q in range(J):  # PX changes by ξ_q,w·δ (a loop of its own: J = 0 leaves the one above as it was)
+                dpx = 0.0
+                for jj in range(lo, hi):
+                    dpx += Xi[q, indices[jj]] * (c * data[jj])
+                PX[l, q] += dpx
             if average:
                 prev = s_sum[l]  # S_{i−1}
                 for jj in range(lo, hi):
