@@ -211,7 +211,10 @@ class MPITransport:
         self.serving = False  # rank 0, sync mode: the followers are in serve() and need commands
         self.last_sent = None  # z this learner last sent, until a result arrives
         self.epoch = 0  # sync results (balanced models, new references, full syncs) received
-        self.pending = False  # async: a violation of this rank awaits its resolution
+        # async: this rank's model is in a resolution under way (it violated, or replied to a
+        # balance request, or joined a full sync): no own checks until the result arrives, so that
+        # the model it last sent stays the one the result was computed from
+        self.pending = False
         self.results_sent = np.zeros(self.k, dtype=np.int64)  # rank 0: results sent to each rank
         self.dones = 0  # rank 0, async: followers that have learned their last round (or a cut's)
         self.stops = 0  # rank 0, async: followers that were signalled to stop (STOP)
@@ -432,6 +435,7 @@ class MPITransport:
             req = np.empty(1, dtype=np.int64)
             self.comm.Recv(req, 0, REQUEST, "balance_request")
             self.comm.Send(self._message(), 0, REPLY, "balance_reply")
+            self.pending = self.pending or self.asynchronous  # a member now: the result will come
             return None
         if tag in (BALANCED, NEWREF):
             buf, _s, _t = self.comm.recv_bytes_message(0, tag, "balance_result")
@@ -568,8 +572,11 @@ class _Replies:
         self.missing = {}
         for row, i in enumerate(ids):
             if i == 0:  # rank 0's own answer, remembered as sent like any reply
-                self.out[row] = transport._sent(transport._model()) if tag == REPLY else \
-                    transport.learners.distances()[0]
+                if tag == REPLY:
+                    self.out[row] = transport._sent(transport._model())
+                    transport.pending = transport.pending or transport.asynchronous  # a member now: the result will come
+                else:
+                    self.out[row] = transport.learners.distances()[0]
             else:
                 self.missing[i] = row
 

@@ -358,6 +358,8 @@ class Run:
                         tr.send_violation_async()
                     violated = t
             answer(t)
+            if tr.pending and violated is None:  # fetched into a resolution (or a full sync) meanwhile
+                violated = t
             if violated is not None and tr.pending and t - violated >= staleness:
                 wait = time.perf_counter()
                 while tr.pending:  # bounded staleness: the resolution must arrive before learning on
