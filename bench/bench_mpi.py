@@ -185,12 +185,13 @@ def section_rcv1(quick, tmp):
 STRAGGLER = Path(__file__).resolve().parent / "straggler.py"
 
 
-def train_slowed(ranks, slow_rank, args, out):
-    """``train`` through bench/straggler.py with rank ``slow_rank`` at half speed (-1: none);
-    (report, {rank: seconds from the loop's start to its last row learned})."""
+def train_slowed(ranks, slow_rank, args, out, row_seconds=0.0):
+    """``train`` through bench/straggler.py, every row costing ``row_seconds`` more and rank
+    ``slow_rank``'s twice that (-1: none); (report, {rank: seconds from the loop's start to
+    its last row learned})."""
     out = Path(out)
     cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "mpi4py", str(STRAGGLER), str(slow_rank), "2",
-           str(out) + ".last", "train", *map(str, args), "--out", str(out), "--quiet", "--overwrite",
+           str(row_seconds), str(out) + ".last", "train", *map(str, args), "--out", str(out), "--quiet", "--overwrite",
            "--timeline-every", "0"]
     env = dict(ENV, PYTHONPATH=os.pathsep.join([str(STRAGGLER.parents[1]), ENV.get("PYTHONPATH", "")]))
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
@@ -203,16 +204,19 @@ def train_slowed(ranks, slow_rank, args, out):
 def section_straggler(quick, tmp):
     from mpisgd.data.synthetic import RCV1Stream, write_learner_shards
 
-    rounds = 10000 if quick else 30000
-    reps = 1 if quick else 3
+    # rows costly enough (2.5 ms: a much heavier model) that learning, not MPI latency on a loaded
+    # machine, sets the pace
+    rounds, reps, row_seconds = (1000, 1, 2.5e-3) if quick else (2000, 1, 2.5e-3)
     protocols = {"none": ["--protocol", "none"], "static b=8": ["--protocol", "static", "--period", "8"],
                  "dynamic Δ=10 b=8 async": ["--protocol", "dynamic", "--delta", "10", "--period", "8"],
                  "dynamic Δ=10 b=8 sync": ["--protocol", "dynamic", "--delta", "10", "--period", "8",
                                            "--mode", "sync"]}
-    print(f"\n## straggler: the last rank at half speed; the others' time to their last row, against the same "
-          f"run without a straggler (RCV1-scale shards, {rounds:,} rows per rank, medians of {reps})\n")
+    print(f"\n## straggler: every row costs {row_seconds * 1e6:.0f} µs more (a sleep), the last rank's twice that "
+          f"(half speed); the others' time to their last row, against the same run without a straggler "
+          f"(RCV1-scale shards, {rounds:,} rows per rank, medians of {reps}; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)\n")
     print("| ranks | protocol | others' last row s, no straggler | with one at half speed | slowdown of the "
-          "others | straggler's own | resolutions | full syncs |")
+          "others | straggler's own | checks (async: resolutions) | full syncs |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for ranks in (2, 3):
         label = f"-n {ranks}" + (" (oversubscribed)" if ranks > (os.cpu_count() or 1) else "")
@@ -223,7 +227,8 @@ def section_straggler(quick, tmp):
             straggler, checks, syncs = [], [], []
             for _ in range(reps):  # alternate, so that load from others hits both alike
                 for slow_rank in (-1, ranks - 1):
-                    rep, last = train_slowed(ranks, slow_rank, [*paths, *LEARNER, *proto], Path(tmp) / "st")
+                    rep, last = train_slowed(ranks, slow_rank, [*paths, *LEARNER, *proto], Path(tmp) / "st",
+                                             row_seconds)
                     times[slow_rank].append(max(last[r] for r in range(ranks - 1)))
                     if slow_rank >= 0:
                         straggler.append(last[slow_rank])
@@ -256,11 +261,8 @@ def section_skew(quick, tmp):
     variants = {"static b=8": ["--protocol", "static", "--period", 8],
                 "dynamic sync": [*DEMO_DYNAMIC, "--mode", "sync"],
                 "dynamic async (defaults: --poll-rows 256, --staleness b, --block-rows 4096)": DEMO_DYNAMIC,
-                "async --poll-rows 32": [*DEMO_DYNAMIC, "--poll-rows", 32],
-                "async --staleness 0": [*DEMO_DYNAMIC, "--staleness", 0],
-                "async --block-rows 256": [*DEMO_DYNAMIC, "--block-rows", 256],
-                "async --poll-rows 32 --staleness 0 --block-rows 256": [*DEMO_DYNAMIC, "--poll-rows", 32,
-                                                                       "--staleness", 0, "--block-rows", 256]}
+                "async --poll-rows 64": [*DEMO_DYNAMIC, "--poll-rows", 64],
+                "async --block-rows 256": [*DEMO_DYNAMIC, "--block-rows", 256]}
     print(f"\n## skew: round skew at each async resolution, `mpisgd demo`'s job ({ranks} ranks on "
           f"{os.cpu_count()} cores, medians of {reps} runs)\n")
     print("| run | online error | resolutions | skew median | skew p90 | skew max | wall s |")

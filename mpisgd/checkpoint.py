@@ -31,8 +31,10 @@ ends with ``Stopped`` (exit code ``EXIT_STOPPED``), so no work is lost and
 ``--resume`` goes on from there.
 
 The collectives of checkpointing (the decision, the barriers) use the raw
-communicator: they are not counted, so a resumed run reports the same
-messages and bytes as an uninterrupted one.
+communicator: they are not counted, so a resumed sync-mode run reports the
+same messages and bytes as an uninterrupted one. An async cut's messages
+(CUT, its round's Allreduce, STOP, DONE and FINISH) go through the transport
+and are counted as control.
 """
 
 import json

@@ -100,7 +100,7 @@ class Run:
     ``observer``: tests' hook (sync mode), an object whose ``before(t, run)``
     and ``after(t, run, members)`` are called around every check point on
     every rank (members: the balancing set, on rank 0; else None).
-    ``checkpointer``: a ``mpisgd.checkpoint.Checkpointer`` (sync mode);
+    ``checkpointer``: a ``mpisgd.checkpoint.Checkpointer`` (either mode);
     ``resume``: a directory to resume from (``checkpoint.newest``), checked
     against ``fingerprint`` (``checkpoint.fingerprint``).
     """
