@@ -335,7 +335,7 @@ class Run:
                     told = True
 
         cut = None  # the agreed round of the next cut
-        violated = None  # the round of this learner's unresolved violation
+        violated = None  # the round of this learner's unresolved violation, or at which it joined a resolution
         while t < T:
             stop = min(T, (t // poll + 1) * poll)
             if every:
