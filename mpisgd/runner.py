@@ -45,7 +45,6 @@ violation sent until then (``_quiesce``, as at the end of the run); rounds of
 round is agreed on when rank 0 asks (the largest round any rank has done).
 """
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
