@@ -13,6 +13,13 @@ throughput  per-rank throughput (rows/s of the training loop's wall time) at -n 
 share       share of wall time spent in MPI calls at -n 2: static b ∈ {1, 8, 128}, dynamic.
 rcv1        RCV1-scale synthetic data in 2 shards: static b=8 against dynamic at several Δ;
             test error of the final model on held-out rows, and bytes.
+skew        the round skew of async mode (rounds between the fastest and the slowest rank when rank 0
+            starts a resolution) on `mpisgd demo`'s job (4 ranks, drifting disjunction), with the
+            online error, for the runtime's knobs (--poll-rows, --staleness, --block-rows); sync and
+            static b=8 for reference.
+straggler   one rank at half speed (bench/straggler.py): how much later the other ranks learn
+            their last row, for none, static b=8 and dynamic async and sync, at -n 2 and -n 3
+            (oversubscribed on 2 cores).
 
 Every job is ``mpiexec -n K python -m mpi4py -m mpisgd train ...`` and reads its report.json.
 """
@@ -175,12 +182,115 @@ def section_rcv1(quick, tmp):
         print("\nno dynamic run reached static b=8's test error")
 
 
+STRAGGLER = Path(__file__).resolve().parent / "straggler.py"
+
+
+def train_slowed(ranks, slow_rank, args, out, row_seconds=0.0):
+    """``train`` through bench/straggler.py, every row costing ``row_seconds`` more and rank
+    ``slow_rank``'s twice that (-1: none); (report, {rank: seconds from the loop's start to
+    its last row learned})."""
+    out = Path(out)
+    cmd = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "mpi4py", str(STRAGGLER), str(slow_rank), "2",
+           str(row_seconds), str(out) + ".last", "train", *map(str, args), "--out", str(out), "--quiet", "--overwrite",
+           "--timeline-every", "0"]
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([str(STRAGGLER.parents[1]), ENV.get("PYTHONPATH", "")]))
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{done.stderr[-2000:]}")
+    last = {r: json.loads(Path(f"{out}.last.{r}").read_text())["last_row"] for r in range(ranks)}
+    return json.loads((out / "report.json").read_text()), last
+
+
+def section_straggler(quick, tmp):
+    from mpisgd.data.synthetic import RCV1Stream, write_learner_shards
+
+    # rows costly enough (2.5 ms: a much heavier model) that learning, not MPI latency on a loaded
+    # machine, sets the pace
+    rounds, reps, row_seconds = (1000, 1, 2.5e-3) if quick else (2000, 1, 2.5e-3)
+    protocols = {"none": ["--protocol", "none"], "static b=8": ["--protocol", "static", "--period", "8"],
+                 "dynamic Δ=10 b=8 async": ["--protocol", "dynamic", "--delta", "10", "--period", "8"],
+                 "dynamic Δ=10 b=8 sync": ["--protocol", "dynamic", "--delta", "10", "--period", "8",
+                                           "--mode", "sync"]}
+    print(f"\n## straggler: every row costs {row_seconds * 1e6:.0f} µs more (a sleep), the last rank's twice that "
+          f"(half speed); the others' time to their last row, against the same run without a straggler "
+          f"(RCV1-scale shards, {rounds:,} rows per rank, medians of {reps}; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)\n")
+    print("| ranks | protocol | others' last row s, no straggler | with one at half speed | slowdown of the "
+          "others | straggler's own | checks (async: resolutions) | full syncs |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for ranks in (2, 3):
+        label = f"-n {ranks}" + (" (oversubscribed)" if ranks > (os.cpu_count() or 1) else "")
+        paths = write_learner_shards(RCV1Stream(n_learners=ranks, seed=1), rounds, Path(tmp) / f"k{ranks}",
+                                     batch_rounds=5000)
+        for name, proto in protocols.items():
+            times = {-1: [], ranks - 1: []}
+            straggler, checks, syncs = [], [], []
+            for _ in range(reps):  # alternate, so that load from others hits both alike
+                for slow_rank in (-1, ranks - 1):
+                    rep, last = train_slowed(ranks, slow_rank, [*paths, *LEARNER, *proto], Path(tmp) / "st",
+                                             row_seconds)
+                    times[slow_rank].append(max(last[r] for r in range(ranks - 1)))
+                    if slow_rank >= 0:
+                        straggler.append(last[slow_rank])
+                        checks.append(rep["protocol"]["checks"] if name.startswith("dynamic") else 0)
+                        syncs.append(rep["protocol"]["full_syncs"]["total"])
+            base, slowed = statistics.median(times[-1]), statistics.median(times[ranks - 1])
+            print(f"| {label} | {name} | {base:.2f} | {slowed:.2f} | {slowed / base:.2f} | "
+                  f"{statistics.median(straggler):.2f} | {statistics.median(checks):.0f} | "
+                  f"{statistics.median(syncs):.0f} |", flush=True)
+
+
+DEMO = ["--synthetic", "disjunction", "--rounds", 6000, "--features", 100, "--drift-prob", 0.001, "--seed", 0,
+        "--loss", "log", "--eta0", "1.0", "--lam", "0.0"]  # mpisgd demo's job
+DEMO_DYNAMIC = ["--protocol", "dynamic", "--delta", 6, "--period", 8]
+
+
+def skews(ranks, out):
+    """Rounds between the fastest and the slowest rank at each resolution's
+    start (rank 0's clock; a rank's round is the last one it had reached)."""
+    traces = [json.loads(Path(f"{out}.last.{r}").read_text()) for r in range(ranks)]
+    clocks = [np.array([c for c, _t in tr["rounds"]]) for tr in traces]
+    rounds = [np.array([t for _c, t in tr["rounds"]]) for tr in traces]
+    starts = np.array(traces[0]["resolutions"])
+    at = np.array([r[np.maximum(np.searchsorted(c, starts, side="right") - 1, 0)] for c, r in zip(clocks, rounds)])
+    return at.max(axis=0) - at.min(axis=0) if len(starts) else np.zeros(0)
+
+
+def section_skew(quick, tmp):
+    ranks, reps = 4, (1 if quick else 3)
+    variants = {"static b=8": ["--protocol", "static", "--period", 8],
+                "dynamic sync": [*DEMO_DYNAMIC, "--mode", "sync"],
+                "dynamic async (defaults: --poll-rows 256, --staleness b, --block-rows 4096)": DEMO_DYNAMIC,
+                "async --poll-rows 64": [*DEMO_DYNAMIC, "--poll-rows", 64],
+                "async --block-rows 256": [*DEMO_DYNAMIC, "--block-rows", 256]}
+    print(f"\n## skew: round skew at each async resolution, `mpisgd demo`'s job ({ranks} ranks on "
+          f"{os.cpu_count()} cores, medians of {reps} runs)\n")
+    print("| run | online error | resolutions | skew median | skew p90 | skew max | wall s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, proto in variants.items():
+        errors, counts, med, p90, top, wall = [], [], [], [], [], []
+        for _ in range(reps):
+            out = Path(tmp) / "sk"
+            rep, _last = train_slowed(ranks, -1, [*DEMO, *proto], out)
+            errors.append(rep["online"]["error_rate"])
+            wall.append(rep["time"]["wall"])
+            if "async" in name:
+                s = skews(ranks, out)
+                counts.append(len(s))
+                med.append(float(np.median(s)) if len(s) else 0.0)
+                p90.append(float(np.percentile(s, 90)) if len(s) else 0.0)
+                top.append(float(s.max()) if len(s) else 0.0)
+        m = statistics.median
+        cells = (f"{m(counts):.0f} | {m(med):.0f} | {m(p90):.0f} | {m(top):.0f}" if counts else "– | – | – | –")
+        print(f"| {name} | {m(errors):.4f} | {cells} | {m(wall):.2f} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--section", choices=("all", "check", "throughput", "share", "rcv1"), default="all")
+    parser.add_argument("--section", choices=("all", "check", "throughput", "share", "rcv1", "skew", "straggler"), default="all")
     parser.add_argument("--quick", action="store_true", help="smaller data (a smoke run)")
     args = parser.parse_args()
-    sections = ("check", "throughput", "share", "rcv1") if args.section == "all" else (args.section,)
+    sections = ("check", "throughput", "share", "rcv1", "skew", "straggler") if args.section == "all" else (args.section,)
     with tempfile.TemporaryDirectory(prefix="bench-mpi-") as tmp:
         for name in sections:
             sub = Path(tmp) / name

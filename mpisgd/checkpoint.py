@@ -1,5 +1,6 @@
-"""Checkpoints of ``mpisgd train`` (sync mode): the format, atomic writes,
-finding the newest complete checkpoint, and refusing a foreign one.
+"""Checkpoints of ``mpisgd train``: the format, what a rank's file holds
+(``state``, ``restore``), atomic writes, finding the newest complete
+checkpoint, and refusing a foreign one.
 
 Layout (docs/RUNNING.md, "Checkpoint and resume"):
 
@@ -10,22 +11,30 @@ Layout (docs/RUNNING.md, "Checkpoint and resume"):
                                             rank's file is in place (after a barrier)
 
 A checkpoint is taken at the end of a round t, after its protocol step and
-timeline row; in sync mode nothing is in flight then, so a rank's state is
-what its ``Run`` holds (``Run.checkpoint_state``). A rank file holds named
+timeline row, when nothing is in flight, so that a rank's state is what its
+``Run`` holds (``state``). In sync mode every rank is at round t anyway; in
+async mode the ranks first make a consistent cut at an agreed round t
+(``Run._cut``: every rank learns up to t, rank 0 resolves or drops every
+violation sent until then and every result is taken). A rank file holds named
 float/int arrays (``/``-separated groups) and scalar or JSON attributes.
 Only the newest ``KEEP`` complete checkpoints are kept.
 
 Graceful stop: while a ``Checkpointer`` exists, SIGTERM (what a scheduler
 sends at a time limit, or ``--signal`` ahead of it) only raises a flag on
-the rank that receives it. Every ``poll`` rounds the ranks agree (one
-Allreduce) on whether any rank was signalled and, for --checkpoint-seconds,
-whether rank 0 finds a checkpoint due; on a stop every rank checkpoints at
-that round and the run ends with ``Stopped`` (exit code ``EXIT_STOPPED``),
-so no work is lost and ``--resume`` goes on from there.
+the rank that receives it. Sync mode: every ``poll`` rounds the ranks agree
+(one Allreduce, ``due``) on whether any rank was signalled and, for
+--checkpoint-seconds, whether rank 0 finds a checkpoint due. Async mode: a
+signalled follower tells rank 0 (STOP), and rank 0, signalled, told or late
+(``late``), starts a cut; at the cut the ranks agree on the stop
+(``agree_stop``). On a stop every rank checkpoints at that round and the run
+ends with ``Stopped`` (exit code ``EXIT_STOPPED``), so no work is lost and
+``--resume`` goes on from there.
 
 The collectives of checkpointing (the decision, the barriers) use the raw
-communicator: they are not counted, so a resumed run reports the same
-messages and bytes as an uninterrupted one.
+communicator: they are not counted, so a resumed sync-mode run reports the
+same messages and bytes as an uninterrupted one. An async cut's messages
+(CUT, its round's Allreduce, STOP, DONE and FINISH) go through the transport
+and are counted as control.
 """
 
 import json
@@ -41,7 +50,8 @@ import numpy as np
 from mpisgd.atomic import atomic_path
 from mpisgd.errors import MpisgdError
 
-FORMAT_VERSION = 2  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late)
+FORMAT_VERSION = 3  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
+# 3: the transport's result counts (async mode) and the time spent waiting
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out
@@ -260,6 +270,23 @@ class Checkpointer:
         self.time += time.monotonic() - start
         return yes
 
+    def late(self):
+        """Rank 0: whether --checkpoint-seconds have passed since the last checkpoint."""
+        return bool(self.seconds) and time.monotonic() - self.last >= self.seconds
+
+    def agree_stop(self, t):
+        """Async mode, at a cut (every rank at round t, nothing in flight):
+        whether any rank was signalled, by one Allreduce."""
+        from mpi4py import MPI
+
+        start = time.monotonic()
+        flag = np.array([self.signalled is not None], dtype=np.int8)
+        agreed = np.zeros_like(flag)
+        self.comm.Allreduce(flag, agreed, op=MPI.MAX)
+        if agreed[0]:
+            self.stopping = t
+        self.time += time.monotonic() - start
+
     def exit_if_stopping(self):
         """After ``save``: if the ranks agreed to stop, say so (rank 0) and
         raise ``Stopped`` on every rank."""
@@ -309,3 +336,96 @@ class Checkpointer:
         for u, path in _rounds(self.directory):
             if u not in keep:
                 shutil.rmtree(path, ignore_errors=True)
+
+
+# -- what a checkpoint holds -------------------------------------------------------
+
+
+def state(run, t):
+    """(arrays, attrs) of a ``mpisgd.runner.Run``'s rank after round t:
+    everything the rest of the run depends on. Sync mode: the check begun
+    last is agreed on first, so that nothing is in flight; its resolution
+    still waits for its check point. Async mode: taken at a cut, after every
+    violation was resolved or dropped and every result taken."""
+    c, tr = run.comm, run.transport
+    agreed = run.checkpoints.agree(tr)
+    tr.complete_sends()
+    arrays = {f"learners/{k}": v for k, v in run.learners.state_dict().items()}
+    arrays["check/last_sent"] = np.zeros(0) if tr.last_sent is None else tr.last_sent
+    if agreed is not None:
+        check_t, count, violators, models = agreed
+        arrays["check/pending"] = np.array([check_t, count], dtype=np.int64)
+        if run.rank == 0:
+            arrays["check/violators"] = np.asarray(violators, dtype=np.int64)
+            arrays["check/models"] = np.asarray(models, dtype=np.float64).reshape(len(violators), run.learners.dim)
+    arrays.update({"comm/sent_messages": c.sent_messages, "comm/sent_bytes": c.sent_bytes,
+                   "comm/recv_messages": c.recv_messages, "comm/recv_bytes": c.recv_bytes,
+                   "transport/epoch": np.array([tr.epoch], dtype=np.int64),
+                   "transport/results_sent": tr.results_sent,
+                   "timeline": run.timeline.as_array()})
+    now = time.perf_counter()
+    before = run.times_before
+    times = {"compute": run.compute_seconds, "communication": c.seconds, "waiting": run.waiting_seconds,
+             "io": run.source.io_seconds + before["io"],
+             "wall": now - run._wall_start + before["wall"],
+             "loop": now - run._loop_start + before["loop"],
+             "checkpoint": run.checkpointer.time + before["checkpoint"]}
+    attrs = {"rank": run.rank, "ranks": run.size, "rounds": run.T, "rows_done": run.rows_done,
+             "source": run.source.describe, "source_rows": int(run.source.n_rows),
+             "times": json.dumps(times)}
+    if run.rank == 0:
+        co = run.coordinator
+        attrs["coordinator"] = json.dumps({"counter": co.counter, "stats": co.stats.as_dict(),
+                                           "rng": co.rng.bit_generator.state})
+    return arrays, attrs
+
+
+def restore(run, T):
+    """Resume a ``Run`` from the newest complete checkpoint under
+    ``run.resume``: rank 0 picks and checks it, every rank loads its own
+    file. Returns the round to go on from."""
+    from mpisgd.protocol import ProtocolStats
+
+    c, tr = run.comm, run.transport
+    directory = None
+    if run.rank == 0:
+        directory = newest(run.resume)
+        current = run.fingerprint or fingerprint(run.config, run.size, {})
+        check(directory, read_manifest(directory), current)
+    directory = c.bcast_meta(directory)
+    path = rank_file(directory, run.rank)
+    arrays, attrs = read_rank(path)
+    t = int(attrs["round"])
+    learning = run.rank == 0 or not run.central
+    for key, want in (("rank", run.rank), ("ranks", run.size), ("rounds", T),
+                      ("source_rows", int(run.source.n_rows)),
+                      ("rows_done", run.source.rows_until(t) if learning else 0)):
+        if int(attrs[key]) != want:
+            raise MpisgdError(f"checkpoint {path}: {key} is {int(attrs[key])}, this run has {want} "
+                              f"(source {run.source.describe})")
+    run.learners.load_state_dict({k[len("learners/"):]: v for k, v in arrays.items() if k.startswith("learners/")})
+    last_sent = arrays["check/last_sent"]
+    tr.last_sent = np.array(last_sent) if len(last_sent) else None
+    tr.epoch = int(arrays["transport/epoch"][0])
+    tr.results_sent[...] = arrays["transport/results_sent"]
+    if "check/pending" in arrays:
+        check_t, count = (int(v) for v in arrays["check/pending"])
+        violators = [int(v) for v in arrays["check/violators"]] if run.rank == 0 else None
+        models = list(arrays["check/models"]) if run.rank == 0 else None
+        run.checkpoints.restore(check_t, count, violators, models)
+    for name in ("sent_messages", "sent_bytes", "recv_messages", "recv_bytes"):
+        getattr(c, name)[...] = arrays[f"comm/{name}"]
+    run.timeline.rows = [(int(r[0]), int(r[1]), float(r[2]), *(int(v) for v in r[3:])) for r in arrays["timeline"]]
+    times = json.loads(attrs["times"])
+    run.compute_seconds, c.seconds, run.waiting_seconds = times["compute"], times["communication"], times["waiting"]
+    run.times_before = {k: times[k] for k in run.times_before}
+    if run.rank == 0:
+        saved = json.loads(attrs["coordinator"])
+        run.coordinator.counter = saved["counter"]
+        run.coordinator.stats = ProtocolStats(**saved["stats"])
+        run.coordinator.rng.bit_generator.state = saved["rng"]
+    run.rows_done = int(attrs["rows_done"])
+    if learning:
+        run.source.seek(t)
+    run.resumed = (directory, t)
+    return t

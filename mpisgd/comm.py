@@ -15,7 +15,8 @@ the other ranks the answers (``serve`` until END in sync mode, ``poll`` in
 async mode); the sync-mode check (``begin_check``: violation Isends and a
 nonblocking Allreduce of the count; ``end_check``), the static and final
 Allreduce, and the async violations, DONE and FINISH, exactly as
-docs/WIRE.md lays out.
+docs/WIRE.md lays out; and the async mode's consistent cut for checkpoints
+(``start_cut``/CUT, ``cut_round``, STOP: docs/RUNNING.md, "Checkpoint and resume").
 
 Every rank is one learner: learner l is rank l, and its model lives in an
 ``OnlineLearners(k=1)`` (index 0 locally).
@@ -35,8 +36,9 @@ VIOLATION, REQUEST, REPLY, BALANCED, NEWREF, COMMAND = 1, 2, 3, 4, 5, 6
 # received, as tag VIOLATION_ASYNC + epoch mod EPOCHS, so that rank 0 can
 # drop a violation overtaken by a resolution that already included the sender.
 VIOLATION_ASYNC, EPOCHS = 1000, 16384
-# Commands (one int64, tag COMMAND).
-DIST, FULLSYNC, END, DONE, FINISH = 1, 2, 3, 4, 5
+# Commands (one int64, tag COMMAND). Async checkpoints: CUT (rank 0 → all: agree
+# on the round of a consistent cut), STOP (a follower → rank 0: it was signalled).
+DIST, FULLSYNC, END, DONE, FINISH, CUT, STOP = 1, 2, 3, 4, 5, 6, 7
 DISTANCE = 7  # tag of a DIST reply (float64)
 
 _CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
@@ -209,9 +211,15 @@ class MPITransport:
         self.serving = False  # rank 0, sync mode: the followers are in serve() and need commands
         self.last_sent = None  # z this learner last sent, until a result arrives
         self.epoch = 0  # sync results (balanced models, new references, full syncs) received
-        self.pending = False  # async: a violation of this rank awaits its resolution
+        # async: this rank's model is in a resolution under way (it violated, or replied to a
+        # balance request, or joined a full sync): no own checks until the result arrives, so that
+        # the model it last sent stays the one the result was computed from
+        self.pending = False
         self.results_sent = np.zeros(self.k, dtype=np.int64)  # rank 0: results sent to each rank
-        self.dones = 0  # rank 0, async: followers that have learned their last round
+        self.dones = 0  # rank 0, async: followers that have learned their last round (or a cut's)
+        self.stops = 0  # rank 0, async: followers that were signalled to stop (STOP)
+        self.at = 0  # async: the rounds this learner has done, which it contributes to a cut's agreement
+        self._cut = None  # async: (request, agreed round) of the cut being agreed on
         self._sends = []  # (request, buffer) of nonblocking sends not known to be complete
         self._full_sync = None  # async: this rank's full sync in flight
 
@@ -440,6 +448,7 @@ class MPITransport:
             req = np.empty(1, dtype=np.int64)
             self.comm.Recv(req, 0, REQUEST, "balance_request")
             self.comm.Send(self._message(), 0, REPLY, "balance_reply")
+            self.pending = self.pending or self.asynchronous  # a member now: the result will come
             return None
         if tag in (BALANCED, NEWREF):
             buf, _s, _t = self.comm.recv_bytes_message(0, tag, "balance_result")
@@ -457,6 +466,8 @@ class MPITransport:
                 self._join_full_sync()
             else:
                 self.full_sync()
+        elif code == CUT:
+            self._join_cut()
         return code
 
     def send_violation_async(self):
@@ -466,8 +477,40 @@ class MPITransport:
         self.pending = True
 
     def send_done(self):
-        """Follower, async: tell rank 0 this rank has learned its last round."""
+        """Follower, async: tell rank 0 this rank has learned its last round (of the run or before a cut)."""
         self.comm.Send(_int64(DONE), 0, COMMAND, "control")
+
+    def send_stop(self):
+        """Follower, async: ask rank 0 for a cut, this rank having been signalled to stop."""
+        self._isend(_int64(STOP), 0, COMMAND, "control")
+
+    # -- async: the consistent cut of a checkpoint (every rank) -------------------
+
+    def start_cut(self):
+        """Rank 0: CUT to every follower, and this rank's part of the agreement
+        on the cut's round (the largest round any learner has done)."""
+        for i in range(1, self.k):
+            self._isend(_int64(CUT), i, COMMAND, "control")
+        self._join_cut()
+
+    def _join_cut(self):
+        agreed = np.zeros(1, dtype=np.int64)
+        self._cut = (self.comm.Iallreduce(_int64(self.at), agreed, MPI.MAX, "control"), agreed)
+
+    @property
+    def cutting(self):
+        """Whether a cut is being agreed on or awaits its round."""
+        return self._cut is not None
+
+    def cut_round(self):
+        """The agreed round of the cut under way, or None while the agreement travels."""
+        request, agreed = self._cut
+        return int(agreed[0]) if self.comm.test(request) else None
+
+    def end_cut(self):
+        """After the cut's checkpoint: ready for the next one."""
+        self._cut = None
+        self.dones = self.stops = 0
 
     def serve_until_finish(self):
         """Follower, async, after its last round: answer rank 0 until FINISH."""
@@ -499,9 +542,13 @@ class MPITransport:
             elif tag == COMMAND:
                 cmd = np.empty(1, dtype=np.int64)
                 self.comm.Recv(cmd, src, COMMAND, "control")
-                if int(cmd[0]) != DONE:
-                    raise MpisgdError(f"rank 0: unexpected command {int(cmd[0])} from rank {src}")
-                self.dones += 1
+                code = int(cmd[0])
+                if code not in (DONE, STOP):
+                    raise MpisgdError(f"rank 0: unexpected command {code} from rank {src}")
+                if code == DONE:
+                    self.dones += 1
+                else:
+                    self.stops += 1
             elif tag in (REPLY, DISTANCE):
                 return out  # awaited by a pending fetch or distances: taken there
             else:
@@ -538,8 +585,11 @@ class _Replies:
         self.missing = {}
         for row, i in enumerate(ids):
             if i == 0:  # rank 0's own answer, remembered as sent like any reply
-                self.out[row] = transport._sent(transport._model()) if tag == REPLY else \
-                    transport.learners.distances()[0]
+                if tag == REPLY:
+                    self.out[row] = transport._sent(transport._model())
+                    transport.pending = transport.pending or transport.asynchronous  # a member now: the result will come
+                else:
+                    self.out[row] = transport.learners.distances()[0]
             else:
                 self.missing[i] = row
 

@@ -33,20 +33,25 @@ The run ends with a full sync of every learner's final model (the averaged
 one with ``average=True``); rank 0 returns the report, and writes model.h5,
 report.json and timeline.csv when given an output directory.
 
-Sync mode can checkpoint at the end of a round (``mpisgd.checkpoint``) and
+A run can checkpoint at the end of a round (``mpisgd.checkpoint``) and
 resume from one: the learners' state, the stream position, the counters and
-timers, the timeline, the agreed check awaiting its resolution and, on rank
-0, the coordinator's counter, statistics and random generator; the resumed
-run ends exactly as the uninterrupted one.
+timers, the timeline, (sync mode) the agreed check awaiting its resolution
+and, on rank 0, the coordinator's counter, statistics and random generator.
+In sync mode the resumed run ends exactly as the uninterrupted one. In async
+mode the ranks first make a consistent cut at one round (``_cut``): every
+rank learns up to it, stops there, and rank 0 resolves or drops every
+violation sent until then (``_quiesce``, as at the end of the run); rounds of
+--checkpoint-every are known to all, a time-based or signalled checkpoint's
+round is agreed on when rank 0 asks (the largest round any rank has done).
 """
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
 from mpisgd.protocol import MODES, AsyncCoordinator, CheckPoints, Coordinator, ProtocolConfig
@@ -97,7 +102,7 @@ class Run:
     ``observer``: tests' hook (sync mode), an object whose ``before(t, run)``
     and ``after(t, run, members)`` are called around every check point on
     every rank (members: the balancing set, on rank 0; else None).
-    ``checkpointer``: a ``mpisgd.checkpoint.Checkpointer`` (sync mode);
+    ``checkpointer``: a ``mpisgd.checkpoint.Checkpointer`` (either mode);
     ``resume``: a directory to resume from (``checkpoint.newest``), checked
     against ``fingerprint`` (``checkpoint.fingerprint``).
     """
@@ -115,9 +120,6 @@ class Run:
         self.observer = observer
         self.central = config.protocol.central
         self.asynchronous = config.protocol.asynchronous(config.mode, self.size)
-        if self.asynchronous and (checkpointer is not None or resume is not None):
-            raise MpisgdError("mode: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
-                              "of the dynamic protocol need --mode sync")
         if config.protocol.name == "fda" and (checkpointer is not None or resume is not None):
             raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
                               "do not support fda yet")
@@ -265,104 +267,17 @@ class Run:
             T = self.transport.rows_allreduce(rounds)
         else:
             T = self.comm.max_meta(rounds)  # counted once, by the interrupted run
-            t = self._restore(T)
+            t = checkpoint.restore(self, T)
         self.T = T
         loop = self._loop_start = time.perf_counter()
         if self.asynchronous:
-            self._run_async(T)
+            self._run_async(T, t)
         else:
             self._run_sync(T, t)
         self.loop_seconds = time.perf_counter() - loop + self.times_before["loop"]
         self.coef, self.intercept = self._final_sync()
         self.wall_seconds = time.perf_counter() - wall + self.times_before["wall"]
         return self.coef, self.intercept
-
-    # -- checkpoints (sync mode) ------------------------------------------------------
-
-    def checkpoint_state(self, t):
-        """(arrays, attrs) of this rank after round t: everything the rest of
-        the run depends on. The check begun last is agreed on first, so that
-        nothing is in flight; its resolution still waits for its check point."""
-        c = self.comm
-        agreed = self.checkpoints.agree(self.transport)
-        self.transport.complete_sends()
-        arrays = {f"learners/{k}": v for k, v in self.learners.state_dict().items()}
-        last_sent = self.transport.last_sent
-        arrays["check/last_sent"] = np.zeros(0) if last_sent is None else last_sent
-        if agreed is not None:
-            check_t, count, violators, models = agreed
-            arrays["check/pending"] = np.array([check_t, count], dtype=np.int64)
-            if self.rank == 0:
-                arrays["check/violators"] = np.asarray(violators, dtype=np.int64)
-                arrays["check/models"] = np.asarray(models, dtype=np.float64).reshape(len(violators), self.learners.dim)
-        arrays.update({"comm/sent_messages": c.sent_messages, "comm/sent_bytes": c.sent_bytes,
-                       "comm/recv_messages": c.recv_messages, "comm/recv_bytes": c.recv_bytes,
-                       "timeline": self.timeline.as_array()})
-        now = time.perf_counter()
-        times = {"compute": self.compute_seconds, "communication": c.seconds,
-                 "io": self.source.io_seconds + self.times_before["io"],
-                 "wall": now - self._wall_start + self.times_before["wall"],
-                 "loop": now - self._loop_start + self.times_before["loop"],
-                 "checkpoint": self.checkpointer.time + self.times_before["checkpoint"]}
-        attrs = {"rank": self.rank, "ranks": self.size, "rounds": self.T, "rows_done": self.rows_done,
-                 "source": self.source.describe, "source_rows": int(self.source.n_rows),
-                 "times": json.dumps(times)}
-        if self.rank == 0:
-            co = self.coordinator
-            attrs["coordinator"] = json.dumps({"counter": co.counter, "stats": co.stats.as_dict(),
-                                               "rng": co.rng.bit_generator.state})
-        return arrays, attrs
-
-    def _restore(self, T):
-        """Resume from the newest complete checkpoint under ``self.resume``:
-        rank 0 picks and checks it, every rank loads its own file. Returns
-        the round to go on from."""
-        from mpisgd import checkpoint
-        from mpisgd.protocol import ProtocolStats
-
-        directory = None
-        if self.rank == 0:
-            directory = checkpoint.newest(self.resume)
-            current = self.fingerprint or checkpoint.fingerprint(self.config, self.size, {})
-            checkpoint.check(directory, checkpoint.read_manifest(directory), current)
-        directory = self.comm.bcast_meta(directory)
-        path = checkpoint.rank_file(directory, self.rank)
-        arrays, attrs = checkpoint.read_rank(path)
-        t = int(attrs["round"])
-        learning = self.rank == 0 or not self.central
-        for key, want in (("rank", self.rank), ("ranks", self.size), ("rounds", T),
-                          ("source_rows", int(self.source.n_rows)),
-                          ("rows_done", self.source.rows_until(t) if learning else 0)):
-            if int(attrs[key]) != want:
-                raise MpisgdError(f"checkpoint {path}: {key} is {int(attrs[key])}, this run has {want} "
-                                  f"(source {self.source.describe})")
-        self.learners.load_state_dict({k[len("learners/"):]: v for k, v in arrays.items()
-                                       if k.startswith("learners/")})
-        last_sent = arrays.get("check/last_sent")
-        self.transport.last_sent = None if last_sent is None or not len(last_sent) else np.array(last_sent)
-        if "check/pending" in arrays:
-            check_t, count = (int(v) for v in arrays["check/pending"])
-            violators = [int(v) for v in arrays["check/violators"]] if self.rank == 0 else None
-            models = list(arrays["check/models"]) if self.rank == 0 else None
-            self.checkpoints.restore(check_t, count, violators, models)
-        c = self.comm
-        for name in ("sent_messages", "sent_bytes", "recv_messages", "recv_bytes"):
-            getattr(c, name)[...] = arrays[f"comm/{name}"]
-        self.timeline.rows = [(int(r[0]), int(r[1]), float(r[2]), *(int(v) for v in r[3:]))
-                              for r in arrays["timeline"]]
-        times = json.loads(attrs["times"])
-        self.compute_seconds, c.seconds = times["compute"], times["communication"]
-        self.times_before = {k: times[k] for k in self.times_before}
-        if self.rank == 0:
-            state = json.loads(attrs["coordinator"])
-            self.coordinator.counter = state["counter"]
-            self.coordinator.stats = ProtocolStats(**state["stats"])
-            self.coordinator.rng.bit_generator.state = state["rng"]
-        self.rows_done = int(attrs["rows_done"])
-        if learning:
-            self.source.seek(t)
-        self.resumed = (directory, t)
-        return t
 
     def _boundaries(self, t, T, checking):
         """The next round at which the loop must stop: a check point, a timeline row or T."""
@@ -393,7 +308,7 @@ class Run:
             if (every and t % every == 0) or t == T:
                 self._record(t)
             if ck is not None and t < T and ck.due(t):
-                ck.save(t, *self.checkpoint_state(t))
+                ck.save(t, *checkpoint.state(self, t))
                 ck.exit_if_stopping()  # on SIGTERM: every rank ends here (checkpoint.Stopped)
             if self.progress is not None and self.rank == 0:
                 self.progress(t, T)
@@ -401,7 +316,7 @@ class Run:
             self._record(0)
         self.checkpoints.settle(self.transport)  # the last check begun
 
-    def _run_async(self, T):
+    def _run_async(self, T, t=0):
         """Dynamic protocol without lock-step (module docstring, docs/RUNNING.md)."""
         b = self.config.protocol.period
         every = self.config.timeline_every
@@ -409,19 +324,32 @@ class Run:
         tr = self.transport
         staleness = b if self.config.staleness is None else self.config.staleness
         coordinator = AsyncCoordinator(self.coordinator, tr) if self.rank == 0 else None
+        ck = self.checkpointer
+        told = False  # a signalled follower has told rank 0
 
         def answer(t):  # whatever rank 0 needs or has sent, without waiting
+            nonlocal told
+            tr.at = t
             if coordinator is not None:
                 coordinator.progress(t)
+                if ck is not None and t < T and not tr.cutting and (ck.signalled or tr.stops or ck.late()):
+                    tr.start_cut()  # a checkpoint is due: agree on the round of a cut
             else:
                 tr.poll()
+                if ck is not None and ck.signalled and not told:
+                    tr.send_stop()
+                    told = True
 
-        t = 0
-        violated = None  # the round of this learner's unresolved violation
+        cut = None  # the agreed round of the next cut
+        violated = None  # the round of this learner's unresolved violation, or at which it joined a resolution
         while t < T:
             stop = min(T, (t // poll + 1) * poll)
             if every:
                 stop = min(stop, (t // every + 1) * every)
+            if ck is not None and ck.every:
+                stop = min(stop, (t // ck.every + 1) * ck.every)
+            if cut is not None:
+                stop = min(stop, cut)
             if tr.pending:  # no own checks until the resolution arrives
                 if violated is not None:
                     stop = min(stop, max(t + 1, violated + staleness))
@@ -436,6 +364,8 @@ class Run:
                         tr.send_violation_async()
                     violated = t
             answer(t)
+            if tr.pending and violated is None:  # fetched into a resolution (or a full sync) meanwhile
+                violated = t
             if violated is not None and tr.pending and t - violated >= staleness:
                 wait = time.perf_counter()
                 while tr.pending:  # bounded staleness: the resolution must arrive before learning on
@@ -443,21 +373,49 @@ class Run:
                 self.waiting_seconds += time.perf_counter() - wait
             if not tr.pending:
                 violated = None
+            if tr.cutting and cut is None:  # stop until the cut's round is agreed (≥ every rank's)
+                while (cut := tr.cut_round()) is None:
+                    answer(t)
             if (every and t % every == 0) or t == T:
                 self._record(t)
+            if t < T and (t == cut or (ck is not None and ck.every and t % ck.every == 0)):
+                self._cut(t, coordinator)
+                cut, violated = None, None
             if self.progress is not None and self.rank == 0:
                 self.progress(t, T)
         if T == 0:
             self._record(0)
+        self._quiesce(T, coordinator)
+        while tr.cutting and tr.cut_round() is None:  # a cut asked for too late: the run is over
+            pass
+        self.members = coordinator.members if coordinator is not None else None
+
+    def _quiesce(self, t, coordinator):
+        """Async, every rank at round t: rank 0 resolves (or drops) every
+        violation sent until then, and every result is taken; followers tell
+        rank 0 they are done (DONE) and serve until it releases them (FINISH)."""
+        tr = self.transport
+        tr.at = t
         if coordinator is None:
             tr.send_done()
             tr.serve_until_finish()
             return
-        # resolve what comes until every follower is done, then release them
         while tr.dones < self.size - 1 or not coordinator.idle:
-            coordinator.progress(T)
-        self.members = coordinator.members
+            coordinator.progress(t)
         tr.finish()
+
+    def _cut(self, t, coordinator):
+        """Async: a consistent cut at round t, every rank there; checkpoint, and
+        stop (``checkpoint.Stopped``) if any rank was signalled."""
+        tr, ck = self.transport, self.checkpointer
+        self._quiesce(t, coordinator)
+        if tr.cutting:  # a cut agreed on the same round as --checkpoint-every's
+            while tr.cut_round() is None:
+                pass
+        tr.end_cut()
+        ck.agree_stop(t)
+        ck.save(t, *checkpoint.state(self, t))
+        ck.exit_if_stopping()
 
     # -- report -----------------------------------------------------------------------------
 

@@ -138,3 +138,41 @@ def test_forced_full_sync_is_nonblocking_and_keeps_progress():
     assert all(_all(steps, ok))
     steps.Free()
     comm.Free()
+
+
+def test_a_fetched_member_awaits_the_result_and_keeps_its_steps():
+    """A learner that answered a balance request is in the resolution (pending:
+    no own checks, so the model it sent stays the one the result is computed
+    from, and --staleness bounds how far it learns on); the result then keeps
+    the steps it made since its reply. Rank 0 answering its own fetch likewise."""
+    comm, steps, learners, tr, coordinator = _setup(delta=1.0)
+    rank, k = comm.Get_rank(), comm.Get_size()
+    _set(learners, np.full(N + 1, 0.1 * (rank + 1)))
+    sent = _model(learners)
+    handle = tr.start_fetch([0, 1]) if coordinator is not None else None
+    steps.Barrier()
+    if rank == 1:
+        while tr.last_sent is None:  # until it has answered the request
+            tr.poll()
+    ok = [tr.pending] if rank in (0, 1) else [not tr.pending]
+    steps.Barrier()
+    meanwhile = 0.05 * np.random.default_rng(20 + rank).standard_normal(N + 1)
+    if rank in (0, 1):
+        _set(learners, sent + meanwhile)  # steps made after the reply
+    steps.Barrier()
+    if coordinator is not None:
+        from mpisgd.comm import _wait
+
+        mean = _wait(handle).mean(axis=0)
+        tr.send_balanced([0, 1], mean, False)
+        tr.finish()
+    else:
+        tr.serve_until_finish()
+    after = _model(learners)
+    balanced = np.array(steps.allgather(sent))[[0, 1]].mean(axis=0)
+    if rank in (0, 1):
+        np.testing.assert_allclose(after, balanced + meanwhile, atol=1e-12)
+    ok.append(not tr.pending)
+    assert all(_all(steps, all(ok)))
+    steps.Free()
+    comm.Free()

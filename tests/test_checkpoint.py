@@ -1,4 +1,4 @@
-"""Checkpoint and resume of ``mpisgd train`` (sync mode), through real jobs
+"""Checkpoint and resume of ``mpisgd train``, through real jobs
 (``mpiexec -n 3 python -m mpi4py -m mpisgd train ...`` in subprocesses):
 
 - a dynamic-protocol run whose rank 1 is SIGKILLed right after a checkpoint
@@ -11,7 +11,11 @@
   next poll and exit with 75; resumed, the run ends as an uninterrupted one;
 - a checkpoint of another configuration, of another format version, or with
   a rank file missing is refused with the file and the setting named; an
-  incomplete newest checkpoint is passed over for the previous complete one.
+  incomplete newest checkpoint is passed over for the previous complete one;
+- async mode (the default, not deterministic): every checkpoint is a
+  consistent cut, and a run SIGKILLed after one, stopped by SIGTERM, or
+  checkpointing on time resumes to a consistent end (every row learned once,
+  counters on both sides equal), at 2 and 3 ranks.
 """
 
 import json
@@ -269,6 +273,128 @@ def test_sigterm_checkpoints_stops_and_resumes_to_the_same_result(tmp_path, refe
     assert_same_run(reference / "plain", out)
 
 
-def test_async_mode_refuses_checkpoints(tmp_path):
-    text = refused(tmp_path / "a", *SYNTHETIC, "--mode", "async", "--checkpoint-every", 100)
-    assert "need --mode sync" in text, text
+# -- async mode (the default): a consistent cut, then the checkpoint ---------------------
+
+ASYNC = ["--protocol", "dynamic", "--delta", 0.5, "--period", 2, "--augmentation", "random-one",
+         "--protocol-seed", 7, "--timeline-every", 50, "--poll-rows", 25, "--quiet"]  # --mode async: the default
+ROUNDS = 600
+
+
+def assert_cut(directory, n):
+    """A checkpoint of async mode is a consistent cut: every rank at its round,
+    with the same reference, nothing in flight (no model awaiting a result, every
+    result sent taken), and every message counted by a sender and a receiver."""
+    from mpisgd.checkpoint import read_manifest, read_rank, rank_file
+
+    t = read_manifest(directory)["round"]
+    files = [read_rank(rank_file(directory, r)) for r in range(n)]
+    for r, (arrays, attrs) in enumerate(files):
+        assert attrs["round"] == t and attrs["rows_done"] == t and arrays["learners/examples"][0] == t, r
+        np.testing.assert_array_equal(arrays["learners/r"], files[0][0]["learners/r"])
+        assert arrays["learners/r_bias"] == files[0][0]["learners/r_bias"]
+        assert len(arrays["check/last_sent"]) == 0 and "check/pending" not in arrays, r
+        assert arrays["transport/epoch"][0] == files[0][0]["transport/results_sent"][r] or r == 0, r
+    for sent, received in (("sent_messages", "recv_messages"), ("sent_bytes", "recv_bytes")):
+        np.testing.assert_array_equal(sum(a[f"comm/{sent}"] for a, _ in files),
+                                      sum(a[f"comm/{received}"] for a, _ in files))
+    return t
+
+
+def assert_consistent(out, n, resumed_from=None):
+    """The invariants of a finished async run: every row of every rank learned
+    once, T rounds, each timeline row once, every message counted on both sides,
+    the coordinator's counts agreeing."""
+    report = json.loads((out / "report.json").read_text())
+    assert report["configuration"]["rounds"] == ROUNDS
+    assert report["online"]["examples"] == n * ROUNDS
+    assert [s["examples"] for s in report["per_rank"]] == [ROUNDS] * n
+    for side in ("messages", "bytes"):
+        for category in report["per_rank"][0]["communication"]["sent"]:
+            sent = sum(s["communication"]["sent"][category][side] for s in report["per_rank"])
+            received = sum(s["communication"]["received"][category][side] for s in report["per_rank"])
+            assert sent == received, (category, side)
+    p = report["protocol"]
+    assert report["communication"]["model_messages_paper"]["violation"] == p["violations"]
+    assert p["full_syncs"]["final"] == 1
+    rounds = [int(line.split(",")[0]) for line in (out / "timeline.csv").read_text().splitlines()[1:]]
+    assert rounds == list(range(50, ROUNDS + 1, 50))
+    if resumed_from is not None:
+        assert report["checkpoints"]["resumed_from"]["round"] == resumed_from
+    return report
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_async_killed_run_resumes_consistently(tmp_path, n):
+    """--checkpoint-every in the default mode: rank 1 SIGKILLed right after the
+    checkpoint of round 300; the job dies at once; resumed, the run learns the
+    remaining rows (the checkpoint holds exactly 300 rows per rank, the end
+    600) and ends consistent."""
+    out = tmp_path / "killed"
+    args = [*SYNTHETIC, *ASYNC, "--checkpoint-every", 100]
+    rc, text, seconds = job(out, *args, n=n, kill_after=(1, 300))
+    assert rc != 0, text
+    assert "Killed" in text or "signal 9" in text, text
+    assert seconds < PROMPT, f"the killed job took {seconds:.1f} s to end"
+    assert not (out / "report.json").exists()
+    assert rounds_in(out) == [200, 300]
+    for t in rounds_in(out):
+        assert assert_cut(out / "checkpoints" / f"round-{t}", n) == t
+    ok(out, *args, "--resume", out, n=n)
+    assert_consistent(out, n, resumed_from=300)
+    assert rounds_in(out) == [400, 500]
+    assert assert_cut(out / "checkpoints" / "round-500", n) == 500
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_async_time_based_checkpoints_are_consistent_cuts(tmp_path, n):
+    """--checkpoint-seconds in the default mode: rank 0 asks for a cut at every
+    answer; each is agreed on, taken and the run goes on; resumed from the last
+    one, it ends consistent."""
+    out = tmp_path / "timed"
+    args = [*SYNTHETIC, *ASYNC, "--checkpoint-seconds", 1e-9]
+    ok(out, *args, n=n)
+    report = assert_consistent(out, n)
+    assert report["checkpoints"]["written"] >= 2
+    last = rounds_in(out)[-1]
+    assert 0 < last < ROUNDS
+    assert assert_cut(out / "checkpoints" / f"round-{last}", n) == last
+    ok(out, *args, "--resume", out, n=n)
+    assert_consistent(out, n, resumed_from=last)
+
+
+@pytest.mark.parametrize("signalled", ["launcher", "one rank"])
+def test_async_sigterm_checkpoints_stops_and_resumes(tmp_path, signalled):
+    """SIGTERM in the default mode: to mpiexec (every rank) or to rank 1 alone
+    (which tells rank 0): every rank stops at an agreed round, checkpoints it
+    and the job exits with 75; resumed, the run ends consistent."""
+    from mpisgd.checkpoint import EXIT_STOPPED
+
+    out = tmp_path / "stopped"
+    cmd = [str(MPIEXEC), "-n", str(RANKS), sys.executable, "-m", "mpi4py", str(PACED), "0.3", "train",
+           *map(str, SYNTHETIC), *map(str, ASYNC), "--checkpoint-seconds", 3600, "--out", str(out)]
+    proc = subprocess.Popen(list(map(str, cmd)), cwd=ROOT, env=job_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for line in proc.stdout:  # mid-run
+            if line.startswith("paced: round 150"):
+                break
+        if signalled == "launcher":
+            os.kill(proc.pid, signal.SIGTERM)
+        else:
+            from test_faults import _ranks
+
+            os.kill(_ranks(proc.pid)[1], signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=HANG)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = stdout + stderr
+    assert proc.returncode == EXIT_STOPPED, text
+    assert "stopped by a signal" in text and "Traceback" not in text, text
+    stopped = rounds_in(out)[-1]
+    assert 150 <= stopped < ROUNDS, text
+    assert f"checkpoint of round {stopped}" in text, text
+    assert not (out / "report.json").exists() and not (out / "model.h5").exists()
+    assert assert_cut(out / "checkpoints" / f"round-{stopped}", RANKS) == stopped
+    ok(out, *SYNTHETIC, *ASYNC, "--checkpoint-seconds", 3600, "--resume", out)
+    assert_consistent(out, RANKS, resumed_from=stopped)

@@ -6,7 +6,7 @@
 Rank 0 prints the resolved configuration, shows progress (a bar on a
 terminal, periodic log lines otherwise; nothing with --quiet), and writes
 model.h5, report.json and timeline.csv to --out. With --checkpoint-every or
---checkpoint-seconds (sync mode) every rank checkpoints to --out/checkpoints;
+--checkpoint-seconds every rank checkpoints to --out/checkpoints;
 --resume DIR goes on from the newest complete checkpoint there
 (docs/RUNNING.md, "Checkpoint and resume").
 """
@@ -54,7 +54,7 @@ def add_arguments(parser):
     g.add_argument("--quiet", "-q", action="store_true", help="no configuration, progress or summary")
     g.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
 
-    g = parser.add_argument_group("checkpoint and resume (sync mode)")
+    g = parser.add_argument_group("checkpoint and resume (async mode: at a consistent cut)")
     g.add_argument("--checkpoint-every", type=int, default=0, metavar="ROUNDS",
                    help="checkpoint to OUT/checkpoints every ROUNDS rounds (default 0: off)")
     g.add_argument("--checkpoint-seconds", type=float, default=0.0, metavar="S",

@@ -14,8 +14,11 @@ _INHERITED = ("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPI_LOCAL", "SLURM_", "SBATCH
 
 
 def job_env(**extra):
-    """os.environ without launcher or scheduler variables, one numba thread, plus ``extra``."""
+    """os.environ without launcher or scheduler variables, one numba thread, this checkout first on
+    PYTHONPATH, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_INHERITED)}
     env.update(NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    # this checkout's mpisgd, also for a helper script (whose own directory comes first on sys.path)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env.update({k: str(v) for k, v in extra.items()})
     return env
