@@ -66,7 +66,7 @@ class ProtocolConfig:
     period: int = 1  # b: rounds between syncs (static) or checks (dynamic)
     delta: object = 1.0  # Δ, or Δ0 when delta_decay, or AUTO (measured in a pilot of pilot_rounds rounds)
     delta_scale: float = DELTA_SCALE  # c of the auto rule Δ = c·η²·G (auto_delta)
-    pilot_rounds: int = PILOT_ROUNDS  # P: with delta AUTO, the first P rounds are unchecked and measure G
+    pilot_rounds: int = PILOT_ROUNDS  # P: with delta AUTO, rounds 1..P are unchecked and measure G
     hedge: str = "counter"  # counter: Kamp et al.'s v ≥ k forces a full sync; half: B doubles until |B| ≥ k/2
     delta_decay: bool = False  # Δ_t = Δ0 / √t
     augmentation: str = "random-one"
@@ -163,9 +163,9 @@ class Coordinator:
 
     def threshold(self, t):
         """Δ_t for a check after round t (t ≥ 1; or an array of such t).
-        With delta AUTO the pilot's checks (t < P) find nobody: Δ_t = ∞."""
+        With delta AUTO the pilot's checks (t ≤ P) find nobody: Δ_t = ∞."""
         if self.config.auto:
-            pilot = np.asarray(t) < self.config.pilot_rounds  # the pilot's checks find nobody
+            pilot = np.asarray(t) <= self.config.pilot_rounds  # the pilot's checks find nobody
             if self.delta is None and not np.all(pilot):
                 raise RuntimeError("threshold: the pilot of --delta auto has not ended")
             delta = np.where(pilot, math.inf, math.inf if self.delta is None else self.delta)

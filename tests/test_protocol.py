@@ -277,7 +277,7 @@ def test_auto_delta_rule_and_threshold():
     learner = {"loss": "log", "eta0": 0.5}
     statistics = [(2.0, 4), (6.0, 4)]  # G = 1
     coordinator = Coordinator(config, 2)
-    assert coordinator.threshold(8) == float("inf")  # the pilot's checks find nobody
+    assert coordinator.threshold(10) == float("inf")  # the pilot's checks (t ≤ P) find nobody
     np.testing.assert_array_equal(coordinator.threshold(np.array([4, 8])), [np.inf, np.inf])
     with pytest.raises(RuntimeError):
         coordinator.threshold(12)
@@ -285,8 +285,8 @@ def test_auto_delta_rule_and_threshold():
     assert delta == 3.0 * 0.25 * 1.0  # c·η²·G
     assert delta == auto_delta(config, learner, statistics)[0]
     assert coordinator.auto["G"] == 1.0 and coordinator.auto["pilot_rows"] == 8
-    assert coordinator.threshold(8) == float("inf") and coordinator.threshold(12) == delta
-    np.testing.assert_array_equal(coordinator.threshold(np.array([8, 12])), [np.inf, delta])
+    assert coordinator.threshold(10) == float("inf") and coordinator.threshold(12) == delta
+    np.testing.assert_array_equal(coordinator.threshold(np.array([10, 12])), [np.inf, delta])
 
 
 def test_auto_delta_follows_the_schedule_at_the_pilots_end():

@@ -85,6 +85,12 @@ def protocol_config(args):
     )
 
 
+def delta_auto_line(auto):
+    """The summary line of --delta auto (report.json's delta_auto)."""
+    return (f"delta auto: Δ = c·η²·G = {auto['c']:g}·{auto['eta_P']:.4g}²·{auto['G']:.6g} = {auto['delta']:.6g} "
+            f"(G over the first {auto['pilot_rounds']} rounds, {auto['pilot_rows']} rows)")
+
+
 def learner_args(args):
     """Keyword arguments of ``mpisgd.learners.OnlineLearners``."""
     return {"loss": args.loss, "loss_param": args.loss_param, "schedule": args.schedule,
