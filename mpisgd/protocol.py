@@ -86,7 +86,7 @@ class ProtocolConfig:
                 if self.name == "dynamic":
                     raise MpisgdError(f"protocol: the divergence threshold delta must be > 0 or 'auto', "
                                       f"got {self.delta!r}")
-        elif self.delta_decay:
+        elif self.delta_decay and self.name == "dynamic":
             raise MpisgdError("protocol: delta_decay needs a numeric delta (Δ0), not 'auto'")
         if not (math.isfinite(self.delta_scale) and self.delta_scale > 0):
             raise MpisgdError(f"protocol: delta_scale (c of --delta auto) must be > 0, got {self.delta_scale!r}")
