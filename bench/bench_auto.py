@@ -13,6 +13,7 @@ with --delta auto at each --scales c (b from --periods), and hand-picked
 """
 
 import argparse
+import json
 import sys
 import time
 from multiprocessing import get_context
@@ -27,7 +28,7 @@ def configurations(args):
             for c in args.scales:
                 yield f"auto c={c:g} b={b} {hedge}", {"name": "dynamic", "period": b, "delta": "auto",
                                                       "delta_scale": c, "hedge": hedge}
-            for d in args.deltas:
+            for d in (args.deltas if hedge == args.hedges[0] or not args.auto_only_hedge else ()):
                 yield f"Δ={d:g} b={b} {hedge}", {"name": "dynamic", "period": b, "delta": d * args.delta_unit,
                                                  "hedge": hedge}
 
@@ -50,6 +51,10 @@ def one_seed(task):
             names.append(name)
             results.append(simulate(source, rounds, ProtocolConfig(**protocol), learner(args)))
             source.close()
+            r = results[-1]
+            print(f"  {name}: errors {r['errors']}, messages {sum(r['messages_sent'].values())}, bytes "
+                  f"{sum(r['bytes_sent'].values())}, Δ {(r['delta_auto'] or {}).get('delta')}, "
+                  f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     else:
         kind, n = {"disjunction": ("disjunction", 100), "neuralnet-unit": ("neuralnet", 150)}[args.stream]
         stream = make_stream(kind, n, args.k, seed, 0.0002)
@@ -78,18 +83,26 @@ def main():
     p.add_argument("--deltas", type=float, nargs="*", default=[], help="hand-picked Δ (in --delta-unit)")
     p.add_argument("--delta-unit", type=float, default=None, help="Δ unit (neuralnet-unit: 1/150)")
     p.add_argument("--hedges", nargs="+", default=["counter"])
+    p.add_argument("--auto-only-hedge", action="store_true",
+                   help="hedges after the first: only the --delta auto configurations")
     p.add_argument("--loss", default="log")
     p.add_argument("--eta0", type=float, default=None)
     p.add_argument("--lam", type=float, default=0.0)
     p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--json", default=None, help="append each seed's results here as it ends (JSON lines)")
     args = p.parse_args()
     unit = args.stream == "neuralnet-unit"
     args.delta_unit = args.delta_unit or (1 / 150 if unit else 1.0)
     args.eta0 = args.eta0 or (1 / 150 if unit else 1.0)
     args.rounds = args.rounds or {"disjunction": 25000, "neuralnet-unit": 2500}.get(args.stream)
     seeds = range(1 if args.stream == "shards" else args.seeds)
+    per_seed = []
     with get_context("spawn").Pool(args.jobs) as pool:
-        per_seed = pool.map(one_seed, [(args, s) for s in seeds])
+        for result in pool.imap(one_seed, [(args, s) for s in seeds]):
+            per_seed.append(result)
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(result) + "\n")
     print(f"{args.stream}, k={args.k}, T={args.rounds}, {len(seeds)} seeds, {learner(args)}; ratios to static "
           "b=8 on the same seed: median [min, max]\n")
     print("| configuration | Δ (median) | errors | MPI messages | bytes | full syncs (forced / hedge) |")

@@ -55,7 +55,7 @@ COUNTER_RESETS = ("any-full-sync", "forced-only")
 HEDGES = ("counter", "half")  # Kamp et al.'s violation counter, or the authors' later DynamicHedgeSync
 AUTO = "auto"  # delta = AUTO: Δ measured in a pilot (``auto_delta``, docs/ALGORITHMS.md §4.4)
 DELTA_SCALE = 2.0  # c of the auto rule (measured: docs/ALGORITHMS.md §4.4)
-PILOT_ROUNDS = 64  # P: rounds of the pilot
+PILOT_ROUNDS = 8  # P: rounds of the pilot (unchecked: kept short, docs/ALGORITHMS.md §4.4)
 
 
 @dataclass(frozen=True)
