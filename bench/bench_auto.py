@@ -76,6 +76,7 @@ def main():
     p.add_argument("--stream", choices=("disjunction", "neuralnet-unit", "shards"), default="disjunction")
     p.add_argument("--shards", nargs="*", default=())
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--k", type=int, default=512)
     p.add_argument("--rounds", type=int, default=None)
     p.add_argument("--periods", type=int, nargs="+", default=[1])
@@ -95,7 +96,7 @@ def main():
     args.delta_unit = args.delta_unit or (1 / 150 if unit else 1.0)
     args.eta0 = args.eta0 or (1 / 150 if unit else 1.0)
     args.rounds = args.rounds or {"disjunction": 25000, "neuralnet-unit": 2500}.get(args.stream)
-    seeds = range(1 if args.stream == "shards" else args.seeds)
+    seeds = range(args.first_seed, args.first_seed + (1 if args.stream == "shards" else args.seeds))
     per_seed = []
     with get_context("spawn").Pool(args.jobs) as pool:
         for result in pool.imap(one_seed, [(args, s) for s in seeds]):
