@@ -372,7 +372,10 @@ def state(run, t):
              "checkpoint": run.checkpointer.time + before["checkpoint"]}
     attrs = {"rank": run.rank, "ranks": run.size, "rounds": run.T, "rows_done": run.rows_done,
              "source": run.source.describe, "source_rows": int(run.source.n_rows),
-             "times": json.dumps(times)}
+             "times": json.dumps(times), "delta_auto": json.dumps(run.coordinator.auto)}
+    if run.pilot is not None:  # --delta auto, the pilot not over yet
+        parts = run.pilot.parts[0]
+        arrays["pilot/values"] = np.concatenate(parts) if parts else np.zeros(0)
     if run.rank == 0:
         co = run.coordinator
         attrs["coordinator"] = json.dumps({"counter": co.counter, "stats": co.stats.as_dict(),
@@ -424,6 +427,10 @@ def restore(run, T):
         run.coordinator.counter = saved["counter"]
         run.coordinator.stats = ProtocolStats(**saved["stats"])
         run.coordinator.rng.bit_generator.state = saved["rng"]
+    auto = json.loads(attrs["delta_auto"])
+    if auto is not None:  # --delta auto, the pilot over
+        run.coordinator.delta, run.coordinator.auto = auto["delta"], auto
+    run._pilot_values = arrays.get("pilot/values")
     run.rows_done = int(attrs["rows_done"])
     if learning:
         run.source.seek(t)

@@ -139,6 +139,14 @@ class CountingComm:
         self._received(category, recvbuf)
         return request
 
+    def Allgather(self, sendbuf, recvbuf, category):
+        """Every rank's sendbuf, in rank order, into recvbuf at every rank."""
+        start = time.perf_counter()
+        self.comm.Allgather(sendbuf, recvbuf)
+        self.seconds += time.perf_counter() - start
+        self._sent(category, sendbuf)
+        self._received(category, recvbuf)
+
     def wait(self, request):
         start = time.perf_counter()
         request.Wait()
@@ -278,6 +286,14 @@ class MPITransport:
         out = np.zeros(1, dtype=np.int64)
         self.comm.Allreduce(_int64(rows), out, MPI.MAX, "control")
         return int(out[0])
+
+    def pilot_allgather(self, statistics):
+        """--delta auto: this learner's pilot (Σ, rows) to every rank (control,
+        wire.PILOT_BYTES each); returns every learner's, in rank order."""
+        mine = np.array([statistics[0], statistics[1]], dtype=np.float64)  # rows < 2^53: exact
+        every = np.empty(2 * self.k, dtype=np.float64)
+        self.comm.Allgather(mine, every, "control")
+        return [(float(every[2 * i]), int(every[2 * i + 1])) for i in range(self.k)]
 
     def allreduce_model(self, z=None):
         """Full sync: the mean of every rank's z (dense, 8·(n+2) bytes)."""

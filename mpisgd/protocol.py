@@ -53,6 +53,10 @@ AUGMENTATIONS = ("random-one", "random-double", "farthest")
 COUNTER_COUNTS = ("violators", "contacted")
 COUNTER_RESETS = ("any-full-sync", "forced-only")
 FDA_ESTIMATES = ("linear", "exact")  # exact: the simulator's oracle δ, a diagnostic
+HEDGES = ("counter", "half")  # Kamp et al.'s violation counter, or the authors' later DynamicHedgeSync
+AUTO = "auto"  # delta = AUTO: Δ measured in a pilot (``auto_delta``, docs/ALGORITHMS.md §4.4)
+DELTA_SCALE = 2.0  # c of the auto rule (measured: docs/ALGORITHMS.md §4.4)
+PILOT_ROUNDS = 8  # P: rounds of the pilot (unchecked: kept short, docs/ALGORITHMS.md §4.4)
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,10 @@ class ProtocolConfig:
 
     name: str = "dynamic"
     period: int = 1  # b: rounds between syncs (static) or checks (dynamic)
-    delta: float = 1.0  # Δ, or Δ0 when delta_decay
+    delta: object = 1.0  # Δ, or Δ0 when delta_decay, or AUTO (measured in a pilot of pilot_rounds rounds)
+    delta_scale: float = DELTA_SCALE  # c of the auto rule Δ = c·η²·G (auto_delta)
+    pilot_rounds: int = PILOT_ROUNDS  # P: with delta AUTO, rounds 1..P are unchecked and measure G
+    hedge: str = "counter"  # counter: Kamp et al.'s v ≥ k forces a full sync; half: B doubles until |B| ≥ k/2
     delta_decay: bool = False  # Δ_t = Δ0 / √t
     augmentation: str = "random-one"
     counter_counts: str = "violators"  # what adds to the violation counter v
@@ -80,12 +87,22 @@ class ProtocolConfig:
             raise MpisgdError(f"protocol: unknown name {self.name!r}; choose one of {', '.join(PROTOCOLS)}")
         if int(self.period) != self.period or self.period < 1:
             raise MpisgdError(f"protocol: the period b must be an integer >= 1, got {self.period!r}")
-        if self.name == "dynamic" and not (math.isfinite(self.delta) and self.delta > 0):
-            raise MpisgdError(f"protocol: the divergence threshold delta must be > 0, got {self.delta!r}")
+        if self.delta != AUTO:
+            if isinstance(self.delta, str) or not (math.isfinite(self.delta) and self.delta > 0):
+                if self.name == "dynamic":
+                    raise MpisgdError(f"protocol: the divergence threshold delta must be > 0 or 'auto', "
+                                      f"got {self.delta!r}")
+        elif self.delta_decay and self.name == "dynamic":
+            raise MpisgdError("protocol: delta_decay needs a numeric delta (Δ0), not 'auto'")
+        if not (math.isfinite(self.delta_scale) and self.delta_scale > 0):
+            raise MpisgdError(f"protocol: delta_scale (c of --delta auto) must be > 0, got {self.delta_scale!r}")
+        if int(self.pilot_rounds) != self.pilot_rounds or self.pilot_rounds < 1:
+            raise MpisgdError(f"protocol: pilot_rounds must be an integer >= 1, got {self.pilot_rounds!r}")
         for value, allowed, what in (
             (self.augmentation, AUGMENTATIONS, "augmentation"),
             (self.counter_counts, COUNTER_COUNTS, "counter_counts"),
             (self.counter_reset, COUNTER_RESETS, "counter_reset"),
+            (self.hedge, HEDGES, "hedge"),
         ):
             if value not in allowed:
                 raise MpisgdError(f"protocol: unknown {what} {value!r}; choose one of {', '.join(allowed)}")
@@ -119,6 +136,11 @@ class ProtocolConfig:
         return asdict(self)
 
     @property
+    def auto(self):
+        """Δ is measured in a pilot (``auto_delta``)."""
+        return self.name == "dynamic" and self.delta == AUTO
+
+    @property
     def central(self):
         """The serial reference: one learner over every stream, nothing communicated."""
         return self.name == "central"
@@ -148,8 +170,8 @@ class ProtocolStats:
     violations: int = 0  # violating learners, summed over checks
     balancings: int = 0  # resolutions that ended in a partial sync
     augmented: int = 0  # learners pulled into a balancing set by augmentation
-    full_syncs: dict = field(default_factory=lambda: {"static": 0, "forced": 0, "burst": 0, "augmented": 0, "final": 0,
-                                                      "variance": 0})  # variance: fda
+    full_syncs: dict = field(default_factory=lambda: {"static": 0, "forced": 0, "burst": 0, "augmented": 0, "hedge": 0,
+                                                      "variance": 0, "final": 0})  # variance: fda; hedge: --hedge half
     model_messages: dict = field(default_factory=lambda: {"violation": 0, "augmentation": 0, "balance": 0, "full_sync": 0})
 
     def as_dict(self):
@@ -168,12 +190,28 @@ class Coordinator:
         self.counter = 0  # v: violations since the last full sync
         self.rng = np.random.default_rng(config.seed)
         self.stats = ProtocolStats()
+        self.delta = None if config.auto else config.delta  # Δ (Δ0); with AUTO, set by set_auto_delta
+        self.auto = None  # with AUTO: the rule, its measured inputs and Δ (auto_delta)
 
     def threshold(self, t):
-        """Δ_t for a check after round t (t ≥ 1; or an array of such t)."""
+        """Δ_t for a check after round t (t ≥ 1; or an array of such t).
+        With delta AUTO the pilot's checks (t ≤ P) find nobody: Δ_t = ∞."""
+        if self.config.auto:
+            pilot = np.asarray(t) <= self.config.pilot_rounds  # the pilot's checks find nobody
+            if self.delta is None and not np.all(pilot):
+                raise RuntimeError("threshold: the pilot of --delta auto has not ended")
+            delta = np.where(pilot, math.inf, math.inf if self.delta is None else self.delta)
+            return delta if np.ndim(t) else float(delta)
         if self.config.delta_decay:
-            return self.config.delta / np.sqrt(t)  # Δ_t = Δ0 / √t
-        return self.config.delta
+            return self.delta / np.sqrt(t)  # Δ_t = Δ0 / √t
+        return self.delta
+
+    def set_auto_delta(self, statistics, learner, k=None):
+        """End the pilot of --delta auto: Δ from every learner's (Σ, count) in
+        learner (rank) order (``Pilot.statistics``, allgathered under MPI).
+        Every rank calls it with the same list and gets the same Δ."""
+        self.delta, self.auto = auto_delta(self.config, learner, statistics)
+        return self.delta
 
     # -- full syncs ---------------------------------------------------------
 
@@ -223,8 +261,14 @@ class Coordinator:
         self.stats.checks += 1
         self.stats.violations += len(members)
         self.stats.model_messages["violation"] += len(members)
-        self.counter += len(members)  # v ← v + |B|
-        if self.counter >= cfg.counter_limit * k:  # hedging: too many violations since the last full sync
+        half = cfg.hedge == "half"
+        if half:  # DynamicHedgeSync: no counter; a balancing set of half the learners becomes a full sync
+            if 2 * len(members) >= k:
+                yield from self.full_sync_steps("hedge")
+                return list(range(k))
+        else:
+            self.counter += len(members)  # v ← v + |B|
+        if not half and self.counter >= cfg.counter_limit * k:  # hedging: too many violations since the last full sync
             yield from self.full_sync_steps("forced")
             return list(range(k))
         if cfg.burst_fraction > 0 and len(members) >= cfg.burst_fraction * k:
@@ -239,6 +283,9 @@ class Coordinator:
         # Augment B until its mean lies within Δ of r (then every member, taking
         # that mean, meets its local condition), or B is everyone.
         while len(members) < k and (yield ("divergence", total / len(members))) > delta:
+            if half and 4 * len(members) >= k:  # doubling B would reach half the learners: a full sync
+                yield from self.full_sync_steps("hedge")
+                return list(range(k))
             if cfg.augmentation == "farthest" and distances is None:
                 distances = np.asarray((yield ("distances",)), dtype=np.float64)
             new = self._augment(inside, distances)
@@ -286,7 +333,7 @@ class Coordinator:
 
     def _augment(self, inside, distances):
         """The learners to add to the balancing set B (``inside``: B as a mask)."""
-        strategy = self.config.augmentation
+        strategy = "random-double" if self.config.hedge == "half" else self.config.augmentation
         outside = np.flatnonzero(~inside)
         if strategy == "random-one":
             return [int(outside[self.rng.integers(len(outside))])]  # the draw of rng.choice(outside)
@@ -295,6 +342,79 @@ class Coordinator:
             return [int(i) for i in self.rng.choice(outside, size=m, replace=False)]
         # farthest: the outsider farthest from r, by the distances each learner keeps
         return [int(outside[np.argmax(distances[outside])])]
+
+
+# -- --delta auto -------------------------------------------------------------
+
+
+def pilot_values(indptr, data, y, learner):
+    """G of each row (x, y): ℓ'(0, y)²·(‖x‖² + 1[bias]), the squared norm of the
+    first SGD step from w = 0 over η² (docs/ALGORITHMS.md §4.4). ``learner``:
+    keyword arguments of ``OnlineLearners``; indptr may start anywhere in data."""
+    from mpisgd.kernels.losses import DEFAULT_PARAM, LOSSES, dloss
+
+    loss = learner.get("loss", "log")
+    param = learner.get("loss_param")
+    param = float(DEFAULT_PARAM.get(loss, 0.0) if param is None else param)
+    indptr = np.asarray(indptr, np.int64)
+    m = len(indptr) - 1
+    x = np.asarray(data[indptr[0] : indptr[-1]], np.float64)
+    rows = np.repeat(np.arange(m), np.diff(indptr))
+    squares = np.bincount(rows, weights=x * x, minlength=m)  # ‖x‖², each row summed in its order
+    labels, which = np.unique(np.asarray(y, np.float64), return_inverse=True)
+    slope = np.array([dloss(LOSSES[loss], 0.0, float(v), param) for v in labels])[which]  # ℓ'(0, y)
+    return slope * slope * (squares + float(learner.get("fit_intercept", True)))
+
+
+class Pilot:
+    """The pilot of --delta auto: the rows of the first P rounds of each of k
+    learners, as ``pilot_values``; ``statistics`` gives each learner's exact
+    sum (math.fsum, so the order rows arrive in does not matter) and count."""
+
+    def __init__(self, config, learner, k, rounds):
+        self.learner = dict(learner)
+        self.end = min(int(config.pilot_rounds), int(rounds))  # the round after which Δ is set
+        self.parts = [[] for _ in range(int(k))]
+
+    def add(self, indptr, data, y, owner):
+        """Rows of rounds < end; owner: each row's learner."""
+        if len(y):
+            values = pilot_values(indptr, data, y, self.learner)
+            owner = np.asarray(owner)
+            for l in np.unique(owner).tolist():
+                self.parts[l].append(values[owner == l])
+
+    def statistics(self):
+        """[(Σ G, rows)] per learner."""
+        return [(math.fsum(np.concatenate(p).tolist()) if p else 0.0, int(sum(len(a) for a in p)))
+                for p in self.parts]
+
+
+def auto_delta(config, learner, statistics):
+    """Δ = c·η_P²·G (docs/ALGORITHMS.md §4.4): G the mean over the pilot's
+    rows of every learner of ``pilot_values``, from [(Σ, rows)] per learner in
+    learner order, summed with math.fsum; η_P the step size at round P
+    (passive-aggressive rules: 1). Returns (Δ, the record for report.json)."""
+    from mpisgd.kernels.schedules import SCHEDULES, eta
+
+    sums = [float(s) for s, _n in statistics]
+    rows = sum(int(n) for _s, n in statistics)
+    G = math.fsum(sums) / rows if rows else 0.0
+    P = int(config.pilot_rounds)
+    step = 1.0
+    if learner.get("rule", "sgd") == "sgd":
+        step = float(eta(SCHEDULES[learner.get("schedule", "constant")], float(P), float(learner.get("eta0", 1.0)),
+                         float(learner.get("lam", 0.0)), float(learner.get("t0", 0.0)),
+                         float(learner.get("power", 0.5))))
+    delta = config.delta_scale * step * step * G  # c·η²·G: the squared length of c first steps
+    if not (math.isfinite(delta) and delta > 0):
+        raise MpisgdError(f"protocol: --delta auto measured G = {G!r} over the first {P} rounds ({rows} rows): "
+                          "the loss has no slope at w = 0 there; give a numeric --delta")
+    record = {"rule": "delta = c * eta_P^2 * G, G = mean over the pilot's rows of dloss(0, y)^2 * "
+                      "(|x|^2 + fit_intercept)",
+              "c": config.delta_scale, "pilot_rounds": P, "eta_P": step, "G": G,
+              "pilot_rows": rows, "delta": delta}
+    return delta, record
 
 
 def drive(steps, transport):

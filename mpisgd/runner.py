@@ -54,7 +54,7 @@ import numpy as np
 from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
-from mpisgd.protocol import MODES, AsyncCoordinator, CheckPoints, Coordinator, ProtocolConfig
+from mpisgd.protocol import MODES, AsyncCoordinator, CheckPoints, Coordinator, Pilot, ProtocolConfig
 
 
 
@@ -134,6 +134,8 @@ class Run:
         self.checkpoints = CheckPoints(self.coordinator)
         self.timeline = Timeline()
         self.members = None
+        self.pilot = None  # --delta auto: the pilot of the first P rounds, until Δ is set (run)
+        self._pilot_values = None  # a resumed pilot's rows so far (pilot_values)
         self._owner = np.zeros(0, dtype=np.int64)
         self.rows_done = 0
         self.compute_seconds = 0.0
@@ -178,6 +180,7 @@ class Run:
                 self.learners.learn(indptr, indices, data, y, self._owner[:m])
             except MpisgdError as exc:  # name the data
                 raise MpisgdError(f"{self.source.describe}, rows from {self.rows_done}: {exc}") from None
+            self._measure(indptr, data, y, m)
             self.rows_done += m
             want -= m
         self.compute_seconds += time.perf_counter() - start - (self.source.io_seconds - io_before)
@@ -223,10 +226,26 @@ class Run:
             violated = bool(np.isfinite(limits[segments - 1]) and
                             self.learners.distances()[0] > limits[segments - 1])
             self.source.put_back(m - learned)
+            self._measure(indptr, data, y, learned)
             self.rows_done += learned
             t += learned
         self.compute_seconds += time.perf_counter() - start - (self.source.io_seconds - io_before)
         return t, violated
+
+    def _measure(self, indptr, data, y, m):
+        """--delta auto: the pilot's share of the m rows just learned (those of rounds < P)."""
+        if self.pilot is not None:
+            j = min(m, self.source.rows_until(self.pilot.end) - self.rows_done)
+            if j > 0:
+                self.pilot.add(indptr[: j + 1], data, y[:j], self._owner[:j])
+
+    def _end_pilot(self, t):
+        """--delta auto, after round P on every rank: the pilot's statistics to
+        every rank (an Allgather), and Δ from them (``Coordinator.set_auto_delta``)."""
+        if self.pilot is not None and t == self.pilot.end:
+            statistics = self.transport.pilot_allgather(self.pilot.statistics()[0])
+            self.coordinator.set_auto_delta(statistics, self.config.learner)
+            self.pilot = None
 
     # -- protocol steps (sync mode) -----------------------------------------------------
 
@@ -269,6 +288,10 @@ class Run:
             T = self.comm.max_meta(rounds)  # counted once, by the interrupted run
             t = checkpoint.restore(self, T)
         self.T = T
+        if self.config.protocol.auto and self.coordinator.delta is None and T > 0:
+            self.pilot = Pilot(self.config.protocol, self.config.learner, 1, T)
+            if self._pilot_values is not None:
+                self.pilot.parts[0] = [self._pilot_values]
         loop = self._loop_start = time.perf_counter()
         if self.asynchronous:
             self._run_async(T, t)
@@ -300,9 +323,12 @@ class Run:
             stop = self._boundaries(t, T, checking)
             if ck is not None:
                 stop = min(stop, ck.next_stop(t) or T)
+            if self.pilot is not None:
+                stop = min(stop, self.pilot.end)
             if learning:
                 self._learn(stop)
             t = stop
+            self._end_pilot(t)
             if checking and t % b == 0:
                 self._check(t)
             if (every and t % every == 0) or t == T:
@@ -350,6 +376,8 @@ class Run:
                 stop = min(stop, (t // ck.every + 1) * ck.every)
             if cut is not None:
                 stop = min(stop, cut)
+            if self.pilot is not None:
+                stop = min(stop, self.pilot.end)
             if tr.pending:  # no own checks until the resolution arrives
                 if violated is not None:
                     stop = min(stop, max(t + 1, violated + staleness))
@@ -363,6 +391,7 @@ class Run:
                     else:
                         tr.send_violation_async()
                     violated = t
+            self._end_pilot(t)  # before round P nobody violates: nothing is in flight
             answer(t)
             if tr.pending and violated is None:  # fetched into a resolution (or a full sync) meanwhile
                 violated = t
@@ -460,6 +489,7 @@ class Run:
         configuration = {**self.config.as_dict(), "ranks": self.size, "rounds": self.T,
                          "n_features": self.learners.n_features, **(extra or {})}
         report = run_report(configuration, summaries, self.coordinator.stats.as_dict(), self.coordinator.counter)
+        report["delta_auto"] = self.coordinator.auto  # --delta auto: the rule, its measured inputs and Δ
         ck = self.checkpointer
         if ck is not None or self.resumed is not None:
             report["checkpoints"] = {

@@ -42,7 +42,7 @@ from mpisgd import wire
 from mpisgd.errors import MpisgdError
 from mpisgd.data.rows import interleave
 from mpisgd.learners import OnlineLearners
-from mpisgd.protocol import MODES, CheckPoints, Coordinator
+from mpisgd.protocol import MODES, CheckPoints, Coordinator, Pilot
 
 CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
 ORDERS = ("learn-check", "check-learn")  # within a round: check after learning, or before
@@ -139,6 +139,18 @@ class SimTransport:
             for _ in range(count):
                 self.log.allreduce(nbytes)
         self._count_allreduce(category, nbytes, count)
+
+    def pilot_allgather(self, statistics):
+        """--delta auto: every learner's pilot statistics to every rank (one
+        Allgather: each rank sends wire.PILOT_BYTES and receives k times that)."""
+        c, k = CAT["control"], len(self._sent_bytes)
+        if self.log is not None:
+            self.log.allreduce(k * wire.PILOT_BYTES)
+        self._sent_bytes[:, c] += wire.PILOT_BYTES
+        self._recv_bytes[:, c] += k * wire.PILOT_BYTES
+        self._sent_msgs[:, c] += 1
+        self._recv_msgs[:, c] += 1
+        return statistics
 
     def _count_allreduce(self, category, nbytes, count=1):
         c = CAT[category]
@@ -360,6 +372,8 @@ class Simulation:
             self._next = -1
         self._errors_at = 0
         self.transport.allreduce("control", 8)  # T = the longest stream (Allreduce MAX)
+        # --delta auto: the rows of the first P rounds measure Δ (protocol.auto_delta)
+        self.pilot = Pilot(protocol, self.learner_args, self.k, self.rounds) if protocol.auto else None
 
     # -- feeding rows -----------------------------------------------------------
 
@@ -382,6 +396,12 @@ class Simulation:
             if len(self._owner) < len(y):
                 self._owner = np.tile(np.arange(k, dtype=np.int64), m)
             owner = self._owner
+        if self.pilot is not None and self.t < self.pilot.end:
+            j = min(m, self.pilot.end - self.t)
+            lo, hi = round_ptr[0], round_ptr[j]
+            self.pilot.add(indptr[lo : hi + 1], data, y[lo:hi], owner[lo:hi])
+            if self.t + j == self.pilot.end:  # Δ is set before any check it applies to (t ≥ P) ...
+                self.coordinator.set_auto_delta(self.pilot.statistics(), self.learner_args)
         done = 0
         while done < m or (self.syncing and self.t == self._next):
             step = m - done
@@ -391,6 +411,8 @@ class Simulation:
                 step = min(step, self._next - self.t)
             if self.timeline_every:
                 step = min(step, self.timeline_every - self.t % self.timeline_every)
+            if self.pilot is not None and self.t < self.pilot.end:
+                step = min(step, self.pilot.end - self.t)
             i = np.searchsorted(self._edges, self.t, side="right")
             if i < len(self._edges):
                 step = min(step, int(self._edges[i]) - self.t)  # one phase per call: exact error attribution
@@ -402,6 +424,8 @@ class Simulation:
                     self._learn(indptr[lo : hi + 1], indices, data, y[lo:hi], owner[lo:hi], step)
                 done += step
                 self.t += step
+                if self.pilot is not None and self.t == self.pilot.end:  # ... and counted at round P, as in MPI
+                    self.transport.pilot_allgather(self.pilot.statistics())
             if self.syncing and self.t == self._next:
                 quiet = self._check()
                 if self.max_period:
@@ -556,6 +580,7 @@ class Simulation:
             "model_messages": self.model_messages(),
             "protocol_messages": self.model_messages() - (0 if self.central else 2 * self.k),
             "stats": self.coordinator.stats.as_dict(),
+            "delta_auto": self.coordinator.auto,
             "bytes_sent": {c: int(sent_b[:, i].sum()) for i, c in enumerate(cats)},
             "bytes_received": {c: int(recv_b[:, i].sum()) for i, c in enumerate(cats)},
             "messages_sent": {c: int(sent_m[:, i].sum()) for i, c in enumerate(cats)},

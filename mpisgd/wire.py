@@ -27,6 +27,7 @@ from mpisgd.errors import MpisgdError
 
 CATEGORIES = ("violation", "balance_request", "balance_reply", "balance_result", "full_sync", "control")
 CONTROL_BYTES = 8  # one int64
+PILOT_BYTES = 16  # --delta auto: one learner's pilot statistics (Σ, rows), two float64, in an Allgather
 
 
 def model_nbytes(nnz, n):

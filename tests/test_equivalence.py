@@ -25,6 +25,8 @@ CASES = [
     ["--protocol", "dynamic", "--delta", "0.2", "--period", "2", "--augmentation", "farthest"],
     ["--protocol", "dynamic", "--delta", "0.5", "--augmentation", "random-double", "--counter-counts", "contacted"],
     ["--protocol", "dynamic", "--delta", "0.3", "--counter-limit", "2", "--counter-reset", "forced-only"],
+    ["--protocol", "dynamic", "--delta", "auto", "--pilot-rounds", "40", "--delta-scale", "0.5", "--period", "2"],
+    ["--protocol", "dynamic", "--delta", "0.3", "--hedge", "half"],
     ["--protocol", "static", "--period", "3"],
     ["--protocol", "central"],
     ["--protocol", "fda", "--theta", "0.5", "--period", "2"],
@@ -89,9 +91,26 @@ def test_simulate_equals_train_sync(k, case, shards, tmp_path):
     for key in ("checks", "violations", "balancings", "augmented"):
         assert sim["stats"][key] == report["protocol"][key], key
     assert sim["errors"] == report["online"]["errors"]
+    assert sim["delta_auto"] == report["delta_auto"]  # --delta auto: the same Δ, bit for bit
     np.testing.assert_allclose(sim["loss"], report["online"]["loss"], rtol=1e-9)
     np.testing.assert_allclose(sim["coef"], model.coef, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(sim["intercept"], model.intercept, rtol=1e-9, atol=1e-12)
     with open(tmp_path / "train" / "timeline.csv") as a, open(tmp_path / "sim" / "timeline.csv") as b:
         rows_a, rows_b = [r.split(",") for r in a.read().split()], [r.split(",") for r in b.read().split()]
     assert [r[:2] + r[3:] for r in rows_a] == [r[:2] + r[3:] for r in rows_b]  # all but the float loss
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("k", [2, 3])
+def test_delta_auto_is_the_same_in_the_default_mode(k, shards, tmp_path):
+    """--delta auto in the async default mode: the pilot ends at the same round on
+    every rank, whatever the timing, and gives the simulator's Δ bit for bit."""
+    args = ["--protocol", "dynamic", "--delta", "auto", "--pilot-rounds", "50", "--period", "2"]
+    cmd = [str(MPIEXEC), "-n", str(k), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *shards[k],
+           "--out", str(tmp_path / "train"), "--quiet", *args]
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "train" / "report.json").read_text())
+    sim = _simulate(shards[k], args, tmp_path / "sim")
+    assert report["delta_auto"] == sim["delta_auto"] and report["delta_auto"]["pilot_rows"] == 50 * k
+    assert report["protocol"]["violations"] > 0  # the protocol ran with that Δ after the pilot

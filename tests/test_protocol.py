@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mpisgd.errors import MpisgdError
-from mpisgd.protocol import AUGMENTATIONS, Coordinator, ProtocolConfig
+from mpisgd.protocol import AUGMENTATIONS, Coordinator, Pilot, ProtocolConfig, auto_delta, pilot_values
 
 
 class DenseTransport:
@@ -163,8 +163,140 @@ def test_time_dependent_threshold():
         ({"counter_limit": 0.0}, "counter_limit"),
         ({"counter_limit": float("nan")}, "counter_limit"),
         ({"burst_fraction": 2.0}, "burst_fraction"),
+        ({"delta": "sometimes"}, "delta"),
+        ({"delta": "auto", "delta_scale": 0.0}, "delta_scale"),
+        ({"delta": "auto", "delta_scale": -1.0}, "delta_scale"),
+        ({"delta": "auto", "pilot_rounds": 0}, "pilot_rounds"),
+        ({"delta": "auto", "delta_decay": True}, "delta_decay"),
+        ({"hedge": "sometimes"}, "hedge"),
     ],
 )
 def test_bad_configuration_is_named(kwargs, word):
     with pytest.raises(MpisgdError, match=word):
         ProtocolConfig(**kwargs)
+
+
+# -- the authors' later hedge (--hedge half) ------------------------------------------
+
+
+@pytest.mark.parametrize("k", [2, 3, 8, 17, 64])
+def test_half_hedge_keeps_mean_and_local_conditions_without_a_counter(k):
+    for seed in range(20):
+        models, reference = random_setup(k, 5, seed, spread=0.6)
+        transport = DenseTransport(models, reference)
+        coordinator = Coordinator(ProtocolConfig(delta=1.0, hedge="half", seed=seed), k)
+        for check in range(1, 4):  # several checks: no counter ever forces a full sync
+            violators = violators_of(transport, 1.0)
+            mean_before = transport.models.mean(axis=0)
+            members = coordinator.resolve(check, violators, transport.models[violators], transport)
+            np.testing.assert_allclose(transport.models.mean(axis=0), mean_before, rtol=0, atol=1e-12)
+            assert set(violators.tolist()) <= set(members)
+            for i in members:
+                assert sqdist(transport.models[i], transport.reference) <= 1.0 + 1e-12
+            if len(violators):
+                # a balancing set below half the learners, or everyone
+                assert len(members) == k or 2 * len(members) < k
+            transport.models += 0.3 * np.random.default_rng(seed + check).normal(size=transport.models.shape)
+        assert coordinator.counter == 0
+        assert coordinator.stats.full_syncs["forced"] == 0
+
+
+def test_half_hedge_doubles_the_balancing_set_then_syncs_everyone():
+    k = 16
+    reference = np.zeros(2)
+    models = np.zeros((k, 2))
+    models[0] = [10.0, 0.0]  # far out: no set smaller than half the learners brings its mean within Δ
+    transport = DenseTransport(models, reference)
+    coordinator = Coordinator(ProtocolConfig(delta=1.0, hedge="half"), k)
+    members = coordinator.resolve(1, [0], models[[0]], transport)
+    assert members == list(range(k))
+    assert coordinator.stats.full_syncs["hedge"] == 1
+    assert len(transport.fetched) == 1 + 2  # B: 1 → 2 → 4; doubling to 8 = k/2 is the full sync
+    assert coordinator.stats.model_messages["augmentation"] == 3
+
+
+def test_half_hedge_with_half_the_learners_violating_is_a_full_sync():
+    k = 6
+    models, reference = random_setup(k, 3, 2, spread=3.0)
+    transport = DenseTransport(models, reference)
+    coordinator = Coordinator(ProtocolConfig(delta=1.0, hedge="half"), k)
+    coordinator.resolve(1, np.arange(3), models[:3], transport)
+    assert coordinator.stats.full_syncs["hedge"] == 1
+    assert transport.fetched == []
+
+
+# -- --delta auto -------------------------------------------------------------------
+
+
+def _rows(seed, m, n=7):
+    rng = np.random.default_rng(seed)
+    nnz = rng.integers(0, 4, size=m)
+    indptr = np.concatenate([[0], np.cumsum(nnz)])
+    data = rng.normal(size=indptr[-1])
+    y = rng.choice([-1.0, 1.0], size=m)
+    return indptr, data, y
+
+
+@pytest.mark.parametrize("loss", ["log", "hinge", "squared", "huber"])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_pilot_values_are_the_squared_first_step(loss, fit_intercept):
+    from mpisgd.kernels.losses import DEFAULT_PARAM, LOSSES, dloss
+
+    indptr, data, y = _rows(1, 50)
+    got = pilot_values(indptr, data, y, {"loss": loss, "fit_intercept": fit_intercept})
+    param = DEFAULT_PARAM.get(loss, 0.0)
+    for i in range(50):  # the slow twin: one row at a time
+        x = data[indptr[i] : indptr[i + 1]]
+        g = dloss(LOSSES[loss], 0.0, y[i], param)
+        assert got[i] == pytest.approx(g * g * (float(np.sum(x * x)) + fit_intercept), rel=1e-12)
+
+
+def test_pilot_statistics_do_not_depend_on_how_rows_arrive():
+    indptr, data, y = _rows(2, 90)
+    owner = np.arange(90) % 3
+    learner = {"loss": "log"}
+    config = ProtocolConfig(delta="auto", pilot_rounds=30)
+    whole = Pilot(config, learner, 3, 1000)
+    whole.add(indptr, data, y, owner)
+    pieces = Pilot(config, learner, 3, 1000)
+    for lo, hi in ((0, 7), (7, 8), (8, 61), (61, 90)):
+        pieces.add(indptr[lo : hi + 1], data, y[lo:hi], owner[lo:hi])
+    assert whole.statistics() == pieces.statistics()  # bit for bit
+    per_learner = []
+    for l in range(3):  # each learner alone, as one MPI rank sees it
+        alone = Pilot(config, learner, 1, 1000)
+        rows = np.flatnonzero(owner == l)
+        for i in rows:
+            alone.add(indptr[i : i + 2], data, y[i : i + 1], [0])
+        per_learner += alone.statistics()
+    assert per_learner == whole.statistics()
+
+
+def test_auto_delta_rule_and_threshold():
+    config = ProtocolConfig(delta="auto", delta_scale=3.0, pilot_rounds=10, period=4)
+    learner = {"loss": "log", "eta0": 0.5}
+    statistics = [(2.0, 4), (6.0, 4)]  # G = 1
+    coordinator = Coordinator(config, 2)
+    assert coordinator.threshold(10) == float("inf")  # the pilot's checks (t ≤ P) find nobody
+    np.testing.assert_array_equal(coordinator.threshold(np.array([4, 8])), [np.inf, np.inf])
+    with pytest.raises(RuntimeError):
+        coordinator.threshold(12)
+    delta = coordinator.set_auto_delta(statistics, learner)
+    assert delta == 3.0 * 0.25 * 1.0  # c·η²·G
+    assert delta == auto_delta(config, learner, statistics)[0]
+    assert coordinator.auto["G"] == 1.0 and coordinator.auto["pilot_rows"] == 8
+    assert coordinator.threshold(10) == float("inf") and coordinator.threshold(12) == delta
+    np.testing.assert_array_equal(coordinator.threshold(np.array([10, 12])), [np.inf, delta])
+
+
+def test_auto_delta_follows_the_schedule_at_the_pilots_end():
+    config = ProtocolConfig(delta="auto", delta_scale=1.0, pilot_rounds=16)
+    learner = {"loss": "hinge", "schedule": "invscaling", "eta0": 2.0, "power": 0.5}
+    delta, record = auto_delta(config, learner, [(5.0, 5)])
+    assert record["eta_P"] == pytest.approx(2.0 / 4.0)  # η0 / P^power
+    assert delta == pytest.approx(0.25)
+
+
+def test_auto_delta_without_a_slope_is_a_clear_error():
+    with pytest.raises(MpisgdError, match="--delta"):
+        auto_delta(ProtocolConfig(delta="auto"), {"loss": "squared"}, [(0.0, 10)])

@@ -4,6 +4,8 @@ all models equal after every round, none is k independent learners, central
 is one learner on the round-major rows, and the byte counters agree with the
 wire sizes and with themselves (every point-to-point byte sent is received)."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -326,3 +328,81 @@ def test_sync_mode_hides_the_per_check_agreement_behind_learning():
     assert slow == pytest.approx(T * 1e-3 + fixed + net.allreduce(k, 8), rel=1e-6)  # the last check's wait
     fast = sim.predict(seconds_per_row=1e-9)["wall"]
     assert fast == pytest.approx(T / b * net.allreduce(k, 8) + fixed, rel=0.01)
+
+
+def test_half_hedge_keeps_mean_and_local_conditions_in_the_simulator():
+    k, T, delta = 16, 400, 0.5
+    stream = DisjunctionStream(20, k, seed=3, drift_prob=0.01)
+    sim = Simulation(k, 20, T, ProtocolConfig(delta=delta, hedge="half", seed=1), LEARNER)
+    sizes = watch_resolutions(sim, delta)
+    run_many(stream, T, [sim], block=37)
+    assert all(s == k or 2 * s < k for s in sizes)  # below half the learners, or a full sync
+    assert any(0 < s < k for s in sizes) and sim.coordinator.stats.full_syncs["hedge"] > 0
+    assert sim.coordinator.stats.full_syncs["forced"] == 0 and sim.coordinator.counter == 0
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+@pytest.mark.parametrize("block", [1, 7, 1000])
+def test_delta_auto_measures_the_first_rounds_and_checks_nobody_before(mode, block):
+    from mpisgd.protocol import auto_delta, pilot_values
+
+    k, T, P = 5, 300, 24
+    stream = DisjunctionStream(20, k, seed=5, drift_prob=0.01)
+    cfg = ProtocolConfig(delta="auto", pilot_rounds=P, delta_scale=0.5, period=2)
+    sim = Simulation(k, 20, T, cfg, LEARNER, mode=mode)
+    seen = []
+    resolve = sim.coordinator.resolve
+    sim.coordinator.resolve = lambda t, *a: seen.append(t) or resolve(t, *a)
+    result = run_many(stream, T, [sim], block=block)[0]
+    assert seen and min(seen) > P  # the pilot's rounds are not checked
+    indptr, indices, data, y = stream.rows(0, P)  # the same rows, learner l's = row l of each round
+    values = pilot_values(indptr, data, y, LEARNER)
+    statistics = [(math.fsum(values[l::k].tolist()), P) for l in range(k)]
+    want, record = auto_delta(cfg, LEARNER, statistics)
+    assert result["delta_auto"] == record and sim.coordinator.delta == want
+
+
+def test_delta_auto_gives_the_same_result_whatever_the_blocks():
+    k, T = 4, 200
+    stream = DisjunctionStream(20, k, seed=6, drift_prob=0.01)
+    cfg = ProtocolConfig(delta="auto", pilot_rounds=30)
+    a = simulate(stream, T, cfg, LEARNER, block=1)
+    b = simulate(stream, T, cfg, LEARNER, block=1000)
+    for key in ("errors", "delta_auto", "bytes_sent", "messages_sent", "stats"):
+        assert a[key] == b[key]
+
+
+@pytest.mark.parametrize("args, word", [(["--delta", "-1"], "delta"), (["--delta", "0"], "delta"),
+                                        (["--delta-scale", "0"], "delta_scale"),
+                                        (["--delta-scale", "-2"], "delta_scale"),
+                                        (["--pilot-rounds", "0"], "pilot_rounds")])
+def test_simulate_names_a_bad_delta_before_learning(args, word, tmp_path, capsys):
+    from mpisgd.cli import main
+
+    out = tmp_path / "run"
+    assert main(["simulate", "--synthetic", "disjunction", "-k", "2", "--rounds", "10", "--out", str(out),
+                 "--quiet", *args]) == 2
+    assert word in capsys.readouterr().err
+    assert not out.exists()  # nothing learned, nothing written
+
+
+def test_simulate_refuses_a_delta_that_is_no_number():
+    from mpisgd.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["simulate", "--synthetic", "disjunction", "--delta", "large"])
+
+
+def test_simulate_reports_and_prints_delta_auto(tmp_path, capsys):
+    import json
+
+    from mpisgd.cli import main
+
+    out = tmp_path / "run"
+    assert main(["simulate", "--synthetic", "disjunction", "-k", "3", "--rounds", "200", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    auto = report["delta_auto"]
+    assert report["configuration"]["protocol"]["delta"] == "auto"  # the default
+    assert auto["delta"] == auto["c"] * auto["eta_P"] ** 2 * auto["G"] and auto["pilot_rows"] == 3 * 8
+    assert "delta auto: Δ = c·η²·G" in printed and '"delta": "auto"' in printed

@@ -25,7 +25,12 @@ def add_arguments(parser):
     parser.add_argument("--rounds", type=int, default=6000, help="rounds T (examples per learner)")
     parser.add_argument("--features", type=int, default=100, help="n of the disjunction")
     parser.add_argument("--drift-prob", type=float, default=0.001, help="target redraw probability per round")
-    parser.add_argument("--delta", type=float, default=6.0, help="Δ of the dynamic protocol")
+    from mpisgd.commands.options import delta_value
+    from mpisgd.protocol import HEDGES
+
+    parser.add_argument("--delta", type=delta_value, default="auto",
+                        help="Δ of the dynamic protocol (default: auto, the product's rule, docs/ALGORITHMS.md §4.4)")
+    parser.add_argument("--hedge", choices=HEDGES, default="counter", help="hedge of the dynamic protocol")
     parser.add_argument("--period", type=int, default=8, help="check period b of the dynamic protocol")
     parser.add_argument("--seed", type=int, default=0, help="seed of the streams")
     parser.add_argument("--out", metavar="DIR", default="runs/demo", help="where each run writes its outputs")
@@ -82,7 +87,8 @@ def run(args):
     common = ["--synthetic", "disjunction", "--rounds", str(args.rounds), "--features", str(args.features),
               "--drift-prob", str(args.drift_prob), "--seed", str(args.seed), "--loss", "log",
               "--eta0", "1.0", "--lam", "0.0", "--timeline-every", "100"]
-    dynamic = ["--protocol", "dynamic", "--delta", str(args.delta), "--period", str(args.period)]
+    dynamic = ["--protocol", "dynamic", "--delta", str(args.delta), "--period", str(args.period),
+               "--hedge", args.hedge]
     runs = [(name, dynamic + opts if name.startswith("dynamic") else opts) for name, opts in RUNS]
     env = dict(os.environ)
     for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):

@@ -2,13 +2,38 @@
 same language: the protocol and the learner."""
 
 
+def delta_value(text):
+    """--delta: a number or 'auto'."""
+    import argparse
+
+    from mpisgd.protocol import AUTO
+
+    if text == AUTO:
+        return AUTO
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or {AUTO!r}, got {text!r}") from None
+
+
 def add_protocol_arguments(g):
-    from mpisgd.protocol import AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, FDA_ESTIMATES, MODES, PROTOCOLS
+    from mpisgd.protocol import (AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, DELTA_SCALE, FDA_ESTIMATES, HEDGES,
+                                 MODES, PILOT_ROUNDS, PROTOCOLS)
 
     g.add_argument("--protocol", choices=PROTOCOLS, default="dynamic", help="synchronization protocol")
     g.add_argument("--period", "-b", type=int, default=1,
                    help="b: rounds between full syncs (static) or checks (dynamic)")
-    g.add_argument("--delta", type=float, default=1.0, help="divergence threshold Δ (Δ0 with --delta-decay)")
+    g.add_argument("--delta", type=delta_value, default="auto",
+                   help="divergence threshold Δ (Δ0 with --delta-decay), or auto (default): "
+                   "Δ = c·η²·G, G the mean squared first step ℓ'(0,y)²(‖x‖²+1) over the first "
+                   "--pilot-rounds rounds of every learner, which are not checked (docs/ALGORITHMS.md §4.4)")
+    g.add_argument("--delta-scale", type=float, default=DELTA_SCALE,
+                   help="c of --delta auto: Δ is the squared length of c first SGD steps")
+    g.add_argument("--pilot-rounds", type=int, default=PILOT_ROUNDS, help="P: the pilot of --delta auto")
+    g.add_argument("--hedge", choices=HEDGES, default="counter",
+                   help="counter (Kamp et al.): a full sync once k violations have been counted since the "
+                   "last one; half (the authors' DynamicHedgeSync): no counter, the balancing set doubles "
+                   "at random and becomes a full sync when it would hold half the learners")
     g.add_argument("--delta-decay", action="store_true", help="Δ_t = Δ0/√t")
     g.add_argument("--augmentation", choices=AUGMENTATIONS, default="random-one",
                    help="how the coordinator grows a balancing set")
@@ -64,11 +89,18 @@ def protocol_config(args):
 
     return ProtocolConfig(
         name=args.protocol, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
+        delta_scale=args.delta_scale, pilot_rounds=args.pilot_rounds, hedge=args.hedge,
         augmentation=args.augmentation, counter_counts=args.counter_counts,
         counter_reset=args.counter_reset, counter_limit=args.counter_limit, burst_fraction=args.burst_fraction,
         seed=args.protocol_seed, theta=args.theta, fda_directions=args.fda_directions,
         fda_estimate=args.fda_estimate, fda_lag=args.fda_lag,
     )
+
+
+def delta_auto_line(auto):
+    """The summary line of --delta auto (report.json's delta_auto)."""
+    return (f"delta auto: Δ = c·η²·G = {auto['c']:g}·{auto['eta_P']:.4g}²·{auto['G']:.6g} = {auto['delta']:.6g} "
+            f"(G over the first {auto['pilot_rounds']} rounds, {auto['pilot_rows']} rows)")
 
 
 def learner_args(args):
