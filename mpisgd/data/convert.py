@@ -300,14 +300,19 @@ def _parse(source, start, stop, parsed, normalize, stats):
             f.close()
 
 
-def _read_parsed(parsed):
-    """Yield (indptr, indices, data, y) blocks of BLOCK_ROWS rows of a binary piece."""
-    files = {field: open(f"{parsed}.{field}", "rb") for field, _ in PARSED}
+def _read_parsed(parsed, lens_only=False):
+    """Yield (indptr, indices, data, y) blocks of BLOCK_ROWS rows of a binary
+    piece (with ``lens_only``, the row lengths of each block only)."""
+    files = {field: open(f"{parsed}.{field}", "rb") for field, _ in PARSED
+             if field == "lens" or not lens_only}
     try:
         while True:
             lens = np.fromfile(files["lens"], np.int64, BLOCK_ROWS)
             if not len(lens):
                 return
+            if lens_only:
+                yield lens
+                continue
             indptr = np.zeros(len(lens) + 1, np.int64)
             np.cumsum(lens, out=indptr[1:])
             nnz = int(indptr[-1])
@@ -319,38 +324,66 @@ def _read_parsed(parsed):
             f.close()
 
 
+class _Router:
+    """(split, shard, position in shard) of consecutive global rows, block by block."""
+
+    def __init__(self, splits, layout, shuffle_seed, test_fraction, split_seed):
+        self.splits, self.layout, self.shuffle_seed = splits, layout, shuffle_seed
+        self.test_fraction, self.split_seed = test_fraction, split_seed
+        self.g = 0  # global row index of the next block's first row
+        self.next_j = [0] * len(splits)  # position within each split of its next row
+
+    def route(self, r):
+        split = _test_mask(self.split_seed, self.g, r, self.test_fraction).astype(np.int64) \
+            if self.test_fraction > 0 else np.zeros(r, np.int64)
+        shard = np.empty(r, np.int64)
+        pos = np.empty(r, np.int64)
+        for s, (_, m, K) in enumerate(self.splits):
+            rows = np.flatnonzero(split == s)
+            js = self.next_j[s] + np.arange(len(rows), dtype=np.int64)
+            self.next_j[s] += len(rows)
+            shard[rows], pos[rows] = _destinations(js, m, K, self.layout, self.shuffle_seed)
+        self.g += r
+        return split, shard, pos
+
+
+def _shard_sizes(pieces, jobs, router):
+    """{job: (rows, non-zeros)} of the shards ``jobs``, from the pieces' row lengths."""
+    sizes = {job: [0, 0] for job in jobs}
+    for piece in pieces:
+        for lens in _read_parsed(piece, lens_only=True):
+            split, shard, _ = router.route(len(lens))
+            for job in jobs:
+                grp = (split == job[0]) & (shard == job[1])
+                sizes[job][0] += int(grp.sum())
+                sizes[job][1] += int(lens[grp].sum())
+    return sizes
+
+
 def _write_shards(pieces, jobs, splits, shift, mapping, shuffle_seed, layout, test_fraction,
                   split_seed, out_dir, name, nf, dtype, compression, attrs):
     """Pass 2: read the parsed pieces in rank order (global row order) and append
-    the rows of the shards ``jobs`` [(split, shard)] to them; with a shuffle,
-    hold each of those shards in memory and write it ordered by position.
-    Returns {(split, shard): path}."""
+    the rows of the shards ``jobs`` [(split, shard)] to them, each shard's
+    datasets allocated in its file first (sizes from the pieces' row lengths),
+    so that each byte is written once; with a shuffle, hold each of those
+    shards in memory and write it ordered by position. Returns {(split, shard): path}."""
     shuffled = shuffle_seed is not None
     writers, expect, held = {}, {}, {}
+    sizes = _shard_sizes(pieces, jobs, _Router(splits, layout, shuffle_seed, test_fraction,
+                                                split_seed))
     try:
         for s, k in jobs:
             sname, m, K = splits[s]
             path = os.path.join(out_dir, f"{name}{'-' + sname if sname else ''}-{k:05d}.h5")
-            writers[(s, k)] = ShardWriter(path, nf, np.dtype(dtype), compression, shard_index=k,
-                                          shard_count=K, split=sname or "", **attrs)
+            writers[(s, k)] = ShardWriter(path, nf, np.dtype(dtype), compression,
+                                          size=sizes[(s, k)], shard_index=k, shard_count=K,
+                                          split=sname or "", **attrs)
             expect[(s, k)] = 0
             held[(s, k)] = []
-        g = 0  # global row index of the block's first row
-        next_j = [0] * len(splits)  # position within each split of its next row
+        router = _Router(splits, layout, shuffle_seed, test_fraction, split_seed)
         for piece in pieces:
             for indptr, indices, data, y in _read_parsed(piece):
-                r = len(y)
-                split = _test_mask(split_seed, g, r, test_fraction).astype(np.int64) \
-                    if test_fraction > 0 else np.zeros(r, np.int64)
-                shard = np.empty(r, np.int64)
-                pos = np.empty(r, np.int64)
-                for s in range(len(splits)):
-                    rows = np.flatnonzero(split == s)
-                    js = next_j[s] + np.arange(len(rows), dtype=np.int64)
-                    next_j[s] += len(rows)
-                    shard[rows], pos[rows] = _destinations(js, splits[s][1], splits[s][2], layout,
-                                                           shuffle_seed)
-                g += r
+                split, shard, pos = router.route(len(y))
                 if shift:
                     indices -= shift
                 if mapping.get("0") == -1:

@@ -101,12 +101,15 @@ def _attr_value(v):
 class ShardWriter:
     """Append rows to a new shard; ``close()`` publishes it, ``abort()`` drops it.
 
-    Rows go to raw temporary files (contiguous layout) or to chunked
-    datasets (compressed layout); use as a context manager: an exception
-    inside the block aborts."""
+    Contiguous layout: with ``size`` = (n_rows, nnz) known in advance, the
+    datasets are allocated in the HDF5 file at once and every appended byte is
+    written once, at its place in the file; without it, rows go to raw
+    temporary files that ``close()`` copies into the file. Compressed layout:
+    chunked datasets. Use as a context manager: an exception inside the block
+    aborts."""
 
     def __init__(self, path, n_features, dtype=np.float64, compression=DEFAULT_COMPRESSION,
-                 **attrs):
+                 size=None, **attrs):
         self.path = os.fspath(path)
         self.n_features = int(n_features)
         self.dtype = np.dtype(dtype)
@@ -126,7 +129,15 @@ class ShardWriter:
         self.nnz = 0
         self.f = None
         self.raw = {}
-        if compression == "none":
+        self.size = None if size is None else (int(size[0]), int(size[1]))
+        self.fd = None  # the file, when the datasets are written in place
+        self.offsets = {}  # dataset → (file offset of its first byte, bytes written so far)
+        if compression == "none" and self.size is not None:
+            try:
+                self._allocate()
+            except OSError as exc:
+                self._fail(exc)
+        elif compression == "none":
             for name, dt in _STREAMED:
                 self.out.extra.append(f".{name}")
                 self.raw[name] = open(f"{self.tmp}.{name}", "wb")
@@ -146,12 +157,42 @@ class ShardWriter:
                    chunks=(CHUNK_ROWS if rows else CHUNK,), **kw)
             self.f["indptr"][0] = 0
 
+    def _allocate(self):
+        """Create the contiguous datasets of ``size`` (space reserved, nothing
+        written) and open the file for writing them in place."""
+        import h5py
+
+        n_rows, nnz = self.size
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+        with h5py.File(self.tmp, "w") as f:
+            for name, dt in _STREAMED:
+                n = {"indptr": n_rows + 1, "labels": n_rows}.get(name, nnz)
+                ds = f.create_dataset(name, (n,), dt or self.dtype, dcpl=dcpl)
+                self.offsets[name] = [ds.id.get_offset() if n else 0, 0]
+        self.fd = os.open(self.tmp, os.O_WRONLY)
+        self._write("indptr", np.zeros(1, np.int64))
+
+    def _write(self, name, arr):
+        """Append ``arr``'s bytes to dataset ``name`` in the file."""
+        offset, done = self.offsets[name]
+        buf = memoryview(np.ascontiguousarray(arr)).cast("B")
+        while len(buf):  # pwrite may write less than asked
+            n = os.pwrite(self.fd, buf, offset + done)  # a full disk: ENOSPC
+            buf, done = buf[n:], done + n
+        self.offsets[name][1] = done
+
     def append(self, indptr, indices, data, y):
         """Append rows given as CSR pieces (``indptr`` may start anywhere)."""
         k = len(indptr) - 1
         m = int(indptr[-1] - indptr[0])
         if k <= 0:
             return
+        if self.size is not None and (self.n_rows + k > self.size[0] or
+                                      self.nnz + m > self.size[1]):
+            raise MpisgdError(f"{self.path}: more rows or non-zeros appended than the "
+                              f"{self.size[0]} rows and {self.size[1]} non-zeros announced")
         if m and (indices.min() < 0 or indices.max() >= self.n_features):
             raise MpisgdError(
                 f"{self.path}: feature index outside [0, {self.n_features}) in appended rows"
@@ -164,7 +205,9 @@ class ShardWriter:
         }
         try:
             for name, arr in new.items():
-                if self.raw:
+                if self.fd is not None:
+                    self._write(name, arr)
+                elif self.raw:
                     self.raw[name].write(np.ascontiguousarray(arr).data)  # a full disk: ENOSPC
                 else:
                     d = self.f[name]
@@ -193,7 +236,26 @@ class ShardWriter:
         import h5py
 
         self.attrs.update(attrs)
-        if self.raw:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+            if (self.n_rows, self.nnz) != self.size:
+                raise MpisgdError(f"{self.path}: {self.n_rows} rows and {self.nnz} non-zeros "
+                                  f"appended, {self.size[0]} and {self.size[1]} announced")
+            self.f = h5py.File(self.tmp, "r+")
+            group = self.f.create_group("checksums")
+            group.attrs["segment_bytes"] = SEGMENT
+            with open(self.tmp, "rb") as src:  # plain reads of the file: bounded RSS
+                for name, dt in _STREAMED:
+                    dt = np.dtype(dt or self.dtype)
+                    n = self.f[name].shape[0]
+                    step = (16 * SEGMENT) // dt.itemsize  # whole segments per read
+                    src.seek(self.offsets[name][0])
+                    sums = [checksums(np.fromfile(src, dt, min(step, n - a)))
+                            for a in range(0, n, step)]
+                    group.create_dataset(name, data=np.concatenate(sums) if sums else
+                                         np.zeros((0, 2), np.uint64))
+        elif self.raw:
             for fh in self.raw.values():
                 fh.close()
             self.f = h5py.File(self.tmp, "w")
@@ -254,7 +316,9 @@ class ShardWriter:
                     fh.close()
             except Exception:  # removed next anyway (on a full disk the flush fails)
                 pass
-        self.raw, self.f = {}, None
+        if self.fd is not None:
+            os.close(self.fd)
+        self.raw, self.f, self.fd = {}, None, None
         self.out.discard()
 
     def __enter__(self):
@@ -271,7 +335,8 @@ def write_shard(path, X, y, dtype=np.float64, compression=DEFAULT_COMPRESSION, *
     X = X.tocsr()
     if X.shape[0] != len(y):
         raise MpisgdError(f"{path}: {X.shape[0]} rows but {len(y)} labels")
-    with ShardWriter(path, X.shape[1], dtype, compression, **attrs) as w:
+    with ShardWriter(path, X.shape[1], dtype, compression, size=(X.shape[0], X.nnz),
+                     **attrs) as w:
         step = 1 << 18
         for r in range(0, X.shape[0], step):
             s = min(r + step, X.shape[0])
