@@ -130,13 +130,16 @@ class ShardWriter:
         self.f = None
         self.raw = {}
         self.size = None if size is None else (int(size[0]), int(size[1]))
-        self.fd = None  # the file, when the datasets are written in place
-        self.offsets = {}  # dataset → (file offset of its first byte, bytes written so far)
+        self.part = None  # the writer of this shard's own rows, when written in place
+        self.offsets = {}  # dataset → file offset of its first byte (written in place)
         if compression == "none" and self.size is not None:
             try:
                 self._allocate()
             except OSError as exc:
                 self._fail(exc)
+            except MpisgdError:
+                self.abort()
+                raise
         elif compression == "none":
             for name, dt in _STREAMED:
                 self.out.extra.append(f".{name}")
@@ -159,7 +162,7 @@ class ShardWriter:
 
     def _allocate(self):
         """Create the contiguous datasets of ``size`` (space reserved, nothing
-        written) and open the file for writing them in place."""
+        written); this writer's own rows go in through a ShardPart at row 0."""
         import h5py
 
         n_rows, nnz = self.size
@@ -170,18 +173,14 @@ class ShardWriter:
             for name, dt in _STREAMED:
                 n = {"indptr": n_rows + 1, "labels": n_rows}.get(name, nnz)
                 ds = f.create_dataset(name, (n,), dt or self.dtype, dcpl=dcpl)
-                self.offsets[name] = [ds.id.get_offset() if n else 0, 0]
-        self.fd = os.open(self.tmp, os.O_WRONLY)
-        self._write("indptr", np.zeros(1, np.int64))
+                self.offsets[name] = ds.id.get_offset() if n else 0
+        self.part = ShardPart(self.layout(), 0, 0)
+        self.part._write("indptr", np.zeros(1, np.int64), self.offsets["indptr"])
 
-    def _write(self, name, arr):
-        """Append ``arr``'s bytes to dataset ``name`` in the file."""
-        offset, done = self.offsets[name]
-        buf = memoryview(np.ascontiguousarray(arr)).cast("B")
-        while len(buf):  # pwrite may write less than asked
-            n = os.pwrite(self.fd, buf, offset + done)  # a full disk: ENOSPC
-            buf, done = buf[n:], done + n
-        self.offsets[name][1] = done
+    def layout(self):
+        """Where the allocated datasets lie (picklable), for ShardPart."""
+        return (self.path, self.tmp, dict(self.offsets), self.dtype.str, self.n_features,
+                self.size)
 
     def append(self, indptr, indices, data, y):
         """Append rows given as CSR pieces (``indptr`` may start anywhere)."""
@@ -189,10 +188,14 @@ class ShardWriter:
         m = int(indptr[-1] - indptr[0])
         if k <= 0:
             return
-        if self.size is not None and (self.n_rows + k > self.size[0] or
-                                      self.nnz + m > self.size[1]):
-            raise MpisgdError(f"{self.path}: more rows or non-zeros appended than the "
-                              f"{self.size[0]} rows and {self.size[1]} non-zeros announced")
+        if self.part is not None:
+            try:
+                self.part.append(indptr, indices, data, y)
+            except MpisgdError:
+                self.abort()
+                raise
+            self.n_rows, self.nnz = self.part.n_rows, self.part.nnz
+            return
         if m and (indices.min() < 0 or indices.max() >= self.n_features):
             raise MpisgdError(
                 f"{self.path}: feature index outside [0, {self.n_features}) in appended rows"
@@ -205,9 +208,7 @@ class ShardWriter:
         }
         try:
             for name, arr in new.items():
-                if self.fd is not None:
-                    self._write(name, arr)
-                elif self.raw:
+                if self.raw:
                     self.raw[name].write(np.ascontiguousarray(arr).data)  # a full disk: ENOSPC
                 else:
                     d = self.f[name]
@@ -219,8 +220,12 @@ class ShardWriter:
         self.n_rows += k
         self.nnz += m
 
-    def close(self, **attrs):
-        """Write the attributes, flush, rename into place; returns the path."""
+    def close(self, written=None, **attrs):
+        """Write the attributes, flush, rename into place; returns the path.
+        ``written``: (rows, non-zeros) that ShardParts (of any process) have
+        written in place in all, instead of this writer's own appends."""
+        if written is not None:
+            self.n_rows, self.nnz = int(written[0]), int(written[1])
         try:
             self._finish(attrs)
         except OSError as exc:  # e.g. a full disk
@@ -236,9 +241,9 @@ class ShardWriter:
         import h5py
 
         self.attrs.update(attrs)
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        if self.part is not None:
+            self.part.close()
+            self.part = None
             if (self.n_rows, self.nnz) != self.size:
                 raise MpisgdError(f"{self.path}: {self.n_rows} rows and {self.nnz} non-zeros "
                                   f"appended, {self.size[0]} and {self.size[1]} announced")
@@ -250,7 +255,7 @@ class ShardWriter:
                     dt = np.dtype(dt or self.dtype)
                     n = self.f[name].shape[0]
                     step = (16 * SEGMENT) // dt.itemsize  # whole segments per read
-                    src.seek(self.offsets[name][0])
+                    src.seek(self.offsets[name])
                     sums = [checksums(np.fromfile(src, dt, min(step, n - a)))
                             for a in range(0, n, step)]
                     group.create_dataset(name, data=np.concatenate(sums) if sums else
@@ -316,9 +321,9 @@ class ShardWriter:
                     fh.close()
             except Exception:  # removed next anyway (on a full disk the flush fails)
                 pass
-        if self.fd is not None:
-            os.close(self.fd)
-        self.raw, self.f, self.fd = {}, None, None
+        if self.part is not None:
+            self.part.close()
+        self.raw, self.f, self.part = {}, None, None
         self.out.discard()
 
     def __enter__(self):
@@ -328,6 +333,72 @@ class ShardWriter:
         if etype is not None:
             self.abort()
         return False
+
+
+class ShardPart:
+    """Rows of a shard allocated by a ShardWriter with ``size`` (its ``layout()``,
+    possibly from another process), written in place from row ``row0`` and
+    entry ``nnz0`` on: the bytes that the shard's own appends would put there.
+    Parts of one shard may be written by several processes at once (disjoint
+    ranges); the ShardWriter publishes it after all of them are closed."""
+
+    def __init__(self, layout, row0, nnz0):
+        self.path, self.tmp, offsets, dtype, self.n_features, self.size = layout
+        self.dtype = np.dtype(dtype)
+        self.row0, self.nnz0 = int(row0), int(nnz0)
+        self.n_rows = self.nnz = 0  # written so far
+        # file offset of this part's first element of each dataset
+        self.at = {"indptr": offsets["indptr"] + 8 * (self.row0 + 1),
+                   "indices": offsets["indices"] + 4 * self.nnz0,
+                   "data": offsets["data"] + self.dtype.itemsize * self.nnz0,
+                   "labels": offsets["labels"] + 8 * self.row0}
+        try:
+            self.fd = os.open(self.tmp, os.O_WRONLY)
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
+
+    def _write(self, name, arr, offset):
+        buf = memoryview(np.ascontiguousarray(arr)).cast("B")
+        try:
+            while len(buf):  # pwrite may write less than asked
+                n = os.pwrite(self.fd, buf, offset)  # a full disk: ENOSPC
+                buf, offset = buf[n:], offset + n
+        except OSError as exc:
+            self.close()
+            raise write_error(self.path, exc) from None
+        return offset
+
+    def append(self, indptr, indices, data, y):
+        """Append rows given as CSR pieces (``indptr`` may start anywhere)."""
+        k = len(indptr) - 1
+        m = int(indptr[-1] - indptr[0])
+        if k <= 0:
+            return
+        if (self.row0 + self.n_rows + k > self.size[0] or
+                self.nnz0 + self.nnz + m > self.size[1]):
+            self.close()
+            raise MpisgdError(f"{self.path}: more rows or non-zeros appended than the "
+                              f"{self.size[0]} rows and {self.size[1]} non-zeros announced")
+        if m and (indices.min() < 0 or indices.max() >= self.n_features):
+            self.close()
+            raise MpisgdError(
+                f"{self.path}: feature index outside [0, {self.n_features}) in appended rows"
+            )
+        new = {
+            "indptr": np.asarray(indptr[1:], np.int64) - indptr[0] + self.nnz0 + self.nnz,
+            "indices": np.asarray(indices, np.int32),
+            "data": np.asarray(data, dtype=self.dtype),
+            "labels": np.asarray(y, np.float64),
+        }
+        for name, arr in new.items():
+            self.at[name] = self._write(name, arr, self.at[name])
+        self.n_rows += k
+        self.nnz += m
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def write_shard(path, X, y, dtype=np.float64, compression=DEFAULT_COMPRESSION, **attrs):
