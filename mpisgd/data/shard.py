@@ -241,6 +241,7 @@ class ShardWriter:
         import h5py
 
         self.attrs.update(attrs)
+        fsums = None  # the feature sums, when read back with the checksums
         if self.part is not None:
             self.part.close()
             self.part = None
@@ -248,18 +249,11 @@ class ShardWriter:
                 raise MpisgdError(f"{self.path}: {self.n_rows} rows and {self.nnz} non-zeros "
                                   f"appended, {self.size[0]} and {self.size[1]} announced")
             self.f = h5py.File(self.tmp, "r+")
+            fsums, found = self._read_back()
             group = self.f.create_group("checksums")
             group.attrs["segment_bytes"] = SEGMENT
-            with open(self.tmp, "rb") as src:  # plain reads of the file: bounded RSS
-                for name, dt in _STREAMED:
-                    dt = np.dtype(dt or self.dtype)
-                    n = self.f[name].shape[0]
-                    step = (16 * SEGMENT) // dt.itemsize  # whole segments per read
-                    src.seek(self.offsets[name])
-                    sums = [checksums(np.fromfile(src, dt, min(step, n - a)))
-                            for a in range(0, n, step)]
-                    group.create_dataset(name, data=np.concatenate(sums) if sums else
-                                         np.zeros((0, 2), np.uint64))
+            for name, _ in _STREAMED:
+                group.create_dataset(name, data=found[name])
         elif self.raw:
             for fh in self.raw.values():
                 fh.close()
@@ -283,17 +277,18 @@ class ShardWriter:
             self.raw = {}
         # Σ x over rows, of the values as stored, in fixed blocks of entries:
         # the same bits however the rows were appended.
-        sums = np.zeros(self.n_features, np.float64)
         step = 16 * CHUNK
-        for a in range(0, self.nnz, step):
-            sums += np.bincount(self.f["indices"][a : a + step],
-                                weights=self.f["data"][a : a + step].astype(np.float64),
-                                minlength=self.n_features)
+        if fsums is None:
+            fsums = np.zeros(self.n_features, np.float64)
+            for a in range(0, self.nnz, step):
+                fsums += np.bincount(self.f["indices"][a : a + step],
+                                    weights=self.f["data"][a : a + step].astype(np.float64),
+                                    minlength=self.n_features)
         if self.compression == "none":
-            self.f.create_dataset("feature_sums", data=sums)
-            self.f["checksums"].create_dataset("feature_sums", data=checksums(sums))
+            self.f.create_dataset("feature_sums", data=fsums)
+            self.f["checksums"].create_dataset("feature_sums", data=checksums(fsums))
         else:
-            self.f.create_dataset("feature_sums", data=sums,
+            self.f.create_dataset("feature_sums", data=fsums,
                                   chunks=(min(CHUNK, max(1, self.n_features)),),
                                   **self.compression_kw)
         a = self.f.attrs
@@ -312,6 +307,32 @@ class ShardWriter:
             if key not in a:
                 a[key] = _attr_value(v)
         self.f.close()
+
+    def _read_back(self):
+        """The feature sums and every dataset's segment checksums of a shard
+        written in place, from one plain read of the file (bounded RSS)."""
+        found = {}
+        with open(self.tmp, "rb") as src:
+            for name, dt in (("indptr", np.int64), ("labels", np.float64)):
+                n = self.f[name].shape[0]
+                step = (16 * SEGMENT) // 8  # whole segments per read
+                src.seek(self.offsets[name])
+                found[name] = [checksums(np.fromfile(src, dt, min(step, n - a)))
+                               for a in range(0, n, step)]
+        sums = np.zeros(self.n_features, np.float64)
+        found["indices"], found["data"] = [], []
+        with open(self.tmp, "rb") as fi, open(self.tmp, "rb") as fd:
+            fi.seek(self.offsets["indices"])
+            fd.seek(self.offsets["data"])
+            step = 16 * CHUNK  # the feature sums' blocks, whole segments of both
+            for a in range(0, self.nnz, step):
+                ix = np.fromfile(fi, np.int32, min(step, self.nnz - a))
+                d = np.fromfile(fd, self.dtype, len(ix))
+                found["indices"].append(checksums(ix))
+                found["data"].append(checksums(d))
+                sums += np.bincount(ix, weights=d.astype(np.float64), minlength=self.n_features)
+        return sums, {name: np.concatenate(c) if c else np.zeros((0, 2), np.uint64)
+                      for name, c in found.items()}
 
     def abort(self):
         """Drop the shard: close and remove its temporary files."""
