@@ -5,6 +5,7 @@ default, and in file order), mpisgd's SGDClassifier in each row order
 floor in file order and in random order.
 
     NUMBA_NUM_THREADS=1 .venv/bin/python bench/bench_kernels.py [--scale 1.0] [--rounds 3]
+        [--no-dekel] [--no-startup]
 
 A row's time is one whole ``fit`` of ``--epochs`` epochs divided by the
 epochs, so that everything a fit does counts (input validation, mpisgd's γ0
@@ -138,6 +139,9 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=5, help="epochs per fit")
     parser.add_argument("--rounds", type=int, default=3, help="timed fits per row (median)")
     parser.add_argument("--seed", type=int, default=0, help="data seed")
+    parser.add_argument("--no-dekel", action="store_true", help="leave out Dekel's kernels")
+    parser.add_argument("--no-startup", action="store_true",
+                        help="leave out the start-up times of a fresh process")
     args = parser.parse_args(argv)
 
     from mpisgd.data.synthetic import rcv1_like
@@ -160,7 +164,7 @@ def main(argv=None):
             runners[f"sklearn {loss}{' average' if avg else ''} λ={lam:g} shuffle={shuffle}"] = \
                 Sklearn(X, y, Xt, yt, E, loss="log_loss" if loss == "log" else loss, alpha=lam,
                         average=avg, shuffle=shuffle)
-    for algorithm in ("dekel-sgd", "dekel-asgd", "dekel-casgd"):
+    for algorithm in () if args.no_dekel else ("dekel-sgd", "dekel-asgd", "dekel-casgd"):
         runners[f"mpisgd {algorithm} hinge λ=1e-4 shuffle=block"] = Ours(
             X, y, Xt, yt, E, loss="hinge", alpha=1e-4, algorithm=algorithm)
     # compile everything once, outside the timings
@@ -197,10 +201,11 @@ def main(argv=None):
         err = "" if errors[name] is None else f"{100 * errors[name]:.2f} %"
         print(f"| {name} | {seconds:.4f} | {speedup} | {seconds / file_floor:.2f} | {err} | "
               f"{max(times[name]) / min(times[name]):.2f} |")
-    (cold_wall, cold_inner), (warm_wall, warm_inner) = startup_times()
-    print(f"\nstart-up of a small fit in a fresh process (2,000 × 500, 2 epochs): "
-          f"cold cache {cold_wall:.1f} s (import+fit {cold_inner:.1f} s), "
-          f"warm cache {warm_wall:.1f} s (import+fit {warm_inner:.1f} s)")
+    if not args.no_startup:
+        (cold_wall, cold_inner), (warm_wall, warm_inner) = startup_times()
+        print(f"\nstart-up of a small fit in a fresh process (2,000 × 500, 2 epochs): "
+              f"cold cache {cold_wall:.1f} s (import+fit {cold_inner:.1f} s), "
+              f"warm cache {warm_wall:.1f} s (import+fit {warm_inner:.1f} s)")
     print(f"load average at the end: {os.getloadavg()}")
 
 

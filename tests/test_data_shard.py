@@ -68,6 +68,43 @@ def test_plain_h5py_reads_a_shard(tmp_path):
         assert f["data"].fletcher32 and f["data"].compression == "lzf"
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_announced_size_writes_the_same_shard_in_place(tmp_path, dtype):
+    """With ``size`` the rows go straight into the allocated datasets: the same
+    datasets, checksums and feature sums as through the temporary files."""
+    X, y = _data(3000, 200)
+    paths = {}
+    for size in (None, (X.shape[0], X.nnz)):
+        p = paths[size] = tmp_path / f"s{size is None}.h5"
+        with ShardWriter(p, 200, dtype, size=size) as w:
+            cuts = (0, 1, 7, 1500, 1500, 3000)  # pieces of any size, an empty one included
+            for r, q in zip(cuts, cuts[1:]):
+                a, b = X.indptr[r], X.indptr[q]
+                w.append(X.indptr[r : q + 1], X.indices[a:b], X.data[a:b], y[r:q])
+            w.close()
+    assert sorted(os.listdir(tmp_path)) == ["sFalse.h5", "sTrue.h5"]
+    with h5py.File(paths[None], "r") as a, h5py.File(paths[(3000, X.nnz)], "r") as b:
+        for name in ("indptr", "indices", "data", "labels", "feature_sums"):
+            assert np.array_equal(a[name][:], b[name][:]) and a[name].chunks is None
+            assert np.array_equal(a["checksums"][name][:], b["checksums"][name][:])
+    with open_shard(paths[(3000, X.nnz)], verify=True) as s:
+        R = sp.csr_matrix(s.read(0, 3000)[2::-1], shape=(3000, 200))
+        assert (R != X.astype(dtype)).nnz == 0
+
+
+def test_announced_size_must_be_met(tmp_path):
+    X, y = _data(50)
+    p = tmp_path / "s.h5"
+    with pytest.raises(MpisgdError, match="s.h5: 49 rows .* 50 and .* announced"):
+        with ShardWriter(p, 30, size=(50, X.nnz)) as w:
+            w.append(X.indptr[:50], X.indices[: X.indptr[49]], X.data[: X.indptr[49]], y[:49])
+            w.close()
+    with pytest.raises(MpisgdError, match="more rows or non-zeros appended than the 49 rows"):
+        with ShardWriter(p, 30, size=(49, X.nnz)) as w:
+            w.append(X.indptr, X.indices, X.data, y)
+    assert os.listdir(tmp_path) == []
+
+
 def test_failed_write_leaves_nothing(tmp_path):
     X, y = _data(50)
     p = tmp_path / "s.h5"

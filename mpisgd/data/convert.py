@@ -8,13 +8,17 @@ source's size; text parts cut at line starts):
    hidden temporary directory, so that no shard is written before the input
    is known to be good; reduce the counts, the index range and the label
    classes; decide the index base, n_features and the label mapping.
-2. Read the binary piece back and route every row: global row i goes to the
-   test split iff hash(seed, i) < test_fraction; its position j within its
-   split, shuffled (if asked) by a seeded bijection p = π(j) of [0, M), goes
-   to shard p mod K at p div K (round-robin) or to the contiguous block
-   holding p. Each rank appends its rows to per-(split, shard) piece files;
-   after a barrier each shard's owner concatenates the pieces in rank order
-   (ordering them by position when shuffled) into the shard.
+2. Route every row: global row i goes to the test split iff hash(seed, i)
+   < test_fraction; its position j within its split, shuffled (if asked) by a
+   seeded bijection p = π(j) of [0, M), goes to shard p mod K at p div K
+   (round-robin) or to the contiguous block holding p. Without a shuffle, a
+   rank's rows of a shard are a contiguous range of it: the ranks announce
+   their rows and non-zeros per shard (from their pieces' row lengths), each
+   shard's owner allocates its datasets, and every rank reads its own piece
+   and writes its rows in place into every shard (``ShardPart``), so each
+   byte of a shard is written once, by the rank that parsed it. With a
+   shuffle, each shard's owner reads every piece and writes the shard ordered
+   by position.
 
 Every row's destination depends only on its global index, so the shards
 hold the same rows in the same order for any number of ranks. On any error
@@ -33,7 +37,7 @@ from numba import njit
 from mpisgd.atomic import atomic_path
 from mpisgd.data import libsvm
 from mpisgd.data.partition import block_range
-from mpisgd.data.shard import DEFAULT_COMPRESSION, ShardWriter
+from mpisgd.data.shard import DEFAULT_COMPRESSION, ShardPart, ShardWriter
 from mpisgd.data.synthetic import _key, _mix, _unit
 from mpisgd.errors import MpisgdError
 
@@ -230,7 +234,8 @@ def _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout, 
     row0 = sum(e[2] for e in every[: c.rank])
     test_rows_mine = int(_test_mask(split_seed, row0, stats.rows, test_fraction).sum()) \
         if test_fraction > 0 else 0
-    n_test = sum(c.allgather(test_rows_mine))
+    tests = c.allgather(test_rows_mine)
+    n_test = sum(tests)
     n_train = total.rows - n_test
     splits = [("train" if test_fraction > 0 else split_name, n_train, n_shards)]
     if test_fraction > 0:
@@ -250,9 +255,15 @@ def _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout, 
         "split_seed": int(split_seed),
     }
     pieces = [os.path.join(tmp, f"parsed.{q:06d}") for q in range(c.size)]
-    files = _write_shards(pieces, jobs[lo:hi], splits, shift, mapping, shuffle_seed, layout,
-                          test_fraction, split_seed, out_dir, name, nf, dtype, compression,
-                          attrs)
+    if shuffle_seed is None:
+        j0 = [row0 - sum(tests[: c.rank]), sum(tests[: c.rank])][: len(splits)]
+        files = _write_in_place(c, pieces[c.rank], row0, j0, jobs, jobs[lo:hi], splits, shift,
+                                mapping, layout, test_fraction, split_seed, out_dir, name, nf,
+                                dtype, compression, attrs)
+    else:
+        files = _write_shuffled(pieces, jobs[lo:hi], splits, shift, mapping, shuffle_seed,
+                                layout, test_fraction, split_seed, out_dir, name, nf, dtype,
+                                compression, attrs)
     every_files = c.allgather(files)
     c.barrier()
     shards = {}
@@ -300,14 +311,19 @@ def _parse(source, start, stop, parsed, normalize, stats):
             f.close()
 
 
-def _read_parsed(parsed):
-    """Yield (indptr, indices, data, y) blocks of BLOCK_ROWS rows of a binary piece."""
-    files = {field: open(f"{parsed}.{field}", "rb") for field, _ in PARSED}
+def _read_parsed(parsed, lens_only=False):
+    """Yield (indptr, indices, data, y) blocks of BLOCK_ROWS rows of a binary
+    piece (with ``lens_only``, the row lengths of each block only)."""
+    files = {field: open(f"{parsed}.{field}", "rb") for field, _ in PARSED
+             if field == "lens" or not lens_only}
     try:
         while True:
             lens = np.fromfile(files["lens"], np.int64, BLOCK_ROWS)
             if not len(lens):
                 return
+            if lens_only:
+                yield lens
+                continue
             indptr = np.zeros(len(lens) + 1, np.int64)
             np.cumsum(lens, out=indptr[1:])
             nnz = int(indptr[-1])
@@ -319,60 +335,145 @@ def _read_parsed(parsed):
             f.close()
 
 
-def _write_shards(pieces, jobs, splits, shift, mapping, shuffle_seed, layout, test_fraction,
-                  split_seed, out_dir, name, nf, dtype, compression, attrs):
-    """Pass 2: read the parsed pieces in rank order (global row order) and append
-    the rows of the shards ``jobs`` [(split, shard)] to them; with a shuffle,
-    hold each of those shards in memory and write it ordered by position.
-    Returns {(split, shard): path}."""
-    shuffled = shuffle_seed is not None
-    writers, expect, held = {}, {}, {}
+class _Router:
+    """(split, shard, position in shard) of consecutive global rows, block by
+    block, from global row ``g`` on, whose positions in the splits are ``next_j``."""
+
+    def __init__(self, splits, layout, shuffle_seed, test_fraction, split_seed, g=0,
+                 next_j=None):
+        self.splits, self.layout, self.shuffle_seed = splits, layout, shuffle_seed
+        self.test_fraction, self.split_seed = test_fraction, split_seed
+        self.g = g  # global row index of the next block's first row
+        self.next_j = list(next_j or [0] * len(splits))  # each split's position of its next row
+
+    def route(self, r):
+        split = _test_mask(self.split_seed, self.g, r, self.test_fraction).astype(np.int64) \
+            if self.test_fraction > 0 else np.zeros(r, np.int64)
+        shard = np.empty(r, np.int64)
+        pos = np.empty(r, np.int64)
+        for s, (_, m, K) in enumerate(self.splits):
+            rows = np.flatnonzero(split == s)
+            js = self.next_j[s] + np.arange(len(rows), dtype=np.int64)
+            self.next_j[s] += len(rows)
+            shard[rows], pos[rows] = _destinations(js, m, K, self.layout, self.shuffle_seed)
+        self.g += r
+        return split, shard, pos
+
+
+def _shard_sizes(pieces, jobs, router):
+    """{job: (rows, non-zeros)} of the shards ``jobs``, from the pieces' row lengths."""
+    sizes = {job: [0, 0] for job in jobs}
+    for piece in pieces:
+        for lens in _read_parsed(piece, lens_only=True):
+            split, shard, _ = router.route(len(lens))
+            for job in jobs:
+                grp = (split == job[0]) & (shard == job[1])
+                sizes[job][0] += int(grp.sum())
+                sizes[job][1] += int(lens[grp].sum())
+    return sizes
+
+
+def _write_in_place(c, piece, row0, j0, jobs, my_jobs, splits, shift, mapping, layout,
+                    test_fraction, split_seed, out_dir, name, nf, dtype, compression, attrs):
+    """Pass 2 without a shuffle: a rank's rows of each shard are a contiguous
+    range of it, so every rank writes its own rows (its piece only, from global
+    row ``row0``, split positions ``j0``) in place into every shard, whose
+    datasets the shard's owner (``my_jobs``) has allocated with the sizes the
+    ranks announced; each byte is written once. Returns {(split, shard): path}."""
+    mine = _shard_sizes([piece], jobs, _Router(splits, layout, None, test_fraction,
+                                                split_seed, row0, j0))
+    every = c.allgather(mine)
+    before = {job: (sum(e[job][0] for e in every[: c.rank]),
+                    sum(e[job][1] for e in every[: c.rank])) for job in jobs}
+    total = {job: (sum(e[job][0] for e in every), sum(e[job][1] for e in every))
+             for job in jobs}
+    writers, parts = {}, {}
+    try:
+        for s, k in my_jobs:
+            sname, m, K = splits[s]
+            path = os.path.join(out_dir, f"{name}{'-' + sname if sname else ''}-{k:05d}.h5")
+            writers[(s, k)] = ShardWriter(path, nf, np.dtype(dtype), compression,
+                                          size=total[(s, k)], shard_index=k, shard_count=K,
+                                          split=sname or "", **attrs)
+        layouts = {}
+        for d in c.allgather({job: w.layout() for job, w in writers.items()}):
+            layouts.update(d)
+        err = None
+        try:
+            router = _Router(splits, layout, None, test_fraction, split_seed, row0, j0)
+            parts = {job: ShardPart(layouts[job], *before[job]) for job in jobs if mine[job][0]}
+            for indptr, indices, data, y in _read_parsed(piece):
+                split, shard, pos = router.route(len(y))
+                if shift:
+                    indices -= shift
+                if mapping.get("0") == -1:
+                    y = np.where(y == 0.0, -1.0, y)
+                for job, part in parts.items():
+                    grp = np.flatnonzero((split == job[0]) & (shard == job[1]))
+                    if not len(grp):
+                        continue
+                    expect = part.row0 + part.n_rows
+                    if pos[grp[0]] != expect or pos[grp[-1]] != expect + len(grp) - 1:
+                        raise RuntimeError(f"prep: shard {part.path} rows out of order")
+                    take, lens = _gather(indptr, grp)
+                    ip = np.zeros(len(grp) + 1, np.int64)
+                    np.cumsum(lens, out=ip[1:])
+                    part.append(ip, indices[take], data[take], y[grp])
+        except MpisgdError as exc:  # e.g. a full disk: every rank learns of it below
+            err = str(exc)
+        finally:
+            for part in parts.values():
+                part.close()
+        errors = [e for e in c.allgather(err) if e]  # every part is written (or failed)
+        if errors:
+            raise MpisgdError(errors[0])
+        files = {}
+        for job, w in writers.items():
+            n_rows = _shard_rows(splits[job[0]][1], splits[job[0]][2], job[1], layout)
+            if total[job][0] != n_rows:
+                raise RuntimeError(f"prep: shard {w.path} has {total[job][0]} rows, "
+                                   f"expected {n_rows}")
+            files[job] = w.close(written=total[job], n_rows_split=splits[job[0]][1])
+        return files
+    except BaseException:
+        for w in writers.values():
+            w.abort()
+        raise
+
+
+def _write_shuffled(pieces, jobs, splits, shift, mapping, shuffle_seed, layout, test_fraction,
+                    split_seed, out_dir, name, nf, dtype, compression, attrs):
+    """Pass 2 with a shuffle: read the parsed pieces in rank order (global row
+    order), hold the rows of each of the shards ``jobs`` [(split, shard)] in
+    memory and write it ordered by position (allocated first, each byte written
+    once). Returns {(split, shard): path}."""
+    writers, held = {}, {}
+    sizes = _shard_sizes(pieces, jobs, _Router(splits, layout, shuffle_seed, test_fraction,
+                                                split_seed))
     try:
         for s, k in jobs:
             sname, m, K = splits[s]
             path = os.path.join(out_dir, f"{name}{'-' + sname if sname else ''}-{k:05d}.h5")
-            writers[(s, k)] = ShardWriter(path, nf, np.dtype(dtype), compression, shard_index=k,
-                                          shard_count=K, split=sname or "", **attrs)
-            expect[(s, k)] = 0
+            writers[(s, k)] = ShardWriter(path, nf, np.dtype(dtype), compression,
+                                          size=sizes[(s, k)], shard_index=k, shard_count=K,
+                                          split=sname or "", **attrs)
             held[(s, k)] = []
-        g = 0  # global row index of the block's first row
-        next_j = [0] * len(splits)  # position within each split of its next row
+        router = _Router(splits, layout, shuffle_seed, test_fraction, split_seed)
         for piece in pieces:
             for indptr, indices, data, y in _read_parsed(piece):
-                r = len(y)
-                split = _test_mask(split_seed, g, r, test_fraction).astype(np.int64) \
-                    if test_fraction > 0 else np.zeros(r, np.int64)
-                shard = np.empty(r, np.int64)
-                pos = np.empty(r, np.int64)
-                for s in range(len(splits)):
-                    rows = np.flatnonzero(split == s)
-                    js = next_j[s] + np.arange(len(rows), dtype=np.int64)
-                    next_j[s] += len(rows)
-                    shard[rows], pos[rows] = _destinations(js, splits[s][1], splits[s][2], layout,
-                                                           shuffle_seed)
-                g += r
+                split, shard, pos = router.route(len(y))
                 if shift:
                     indices -= shift
                 if mapping.get("0") == -1:
                     y = np.where(y == 0.0, -1.0, y)
                 for job in jobs:
                     grp = np.flatnonzero((split == job[0]) & (shard == job[1]))
-                    if not len(grp):
-                        continue
-                    take, lens = _gather(indptr, grp)
-                    if shuffled:
+                    if len(grp):
+                        take, lens = _gather(indptr, grp)
                         held[job].append((lens, indices[take], data[take], y[grp], pos[grp]))
-                        continue
-                    if pos[grp[0]] != expect[job] or pos[grp[-1]] != expect[job] + len(grp) - 1:
-                        raise RuntimeError(f"prep: shard {writers[job].path} rows out of order")
-                    expect[job] += len(grp)
-                    ip = np.zeros(len(grp) + 1, np.int64)
-                    np.cumsum(lens, out=ip[1:])
-                    writers[job].append(ip, indices[take], data[take], y[grp])
         files = {}
         for job in jobs:
-            if shuffled:
-                _append_by_position(writers[job], held.pop(job))
+            _append_by_position(writers[job], held.pop(job))
             n_rows = _shard_rows(splits[job[0]][1], splits[job[0]][2], job[1], layout)
             if writers[job].n_rows != n_rows:
                 raise RuntimeError(f"prep: shard {writers[job].path} has "

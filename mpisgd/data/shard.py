@@ -101,12 +101,15 @@ def _attr_value(v):
 class ShardWriter:
     """Append rows to a new shard; ``close()`` publishes it, ``abort()`` drops it.
 
-    Rows go to raw temporary files (contiguous layout) or to chunked
-    datasets (compressed layout); use as a context manager: an exception
-    inside the block aborts."""
+    Contiguous layout: with ``size`` = (n_rows, nnz) known in advance, the
+    datasets are allocated in the HDF5 file at once and every appended byte is
+    written once, at its place in the file; without it, rows go to raw
+    temporary files that ``close()`` copies into the file. Compressed layout:
+    chunked datasets. Use as a context manager: an exception inside the block
+    aborts."""
 
     def __init__(self, path, n_features, dtype=np.float64, compression=DEFAULT_COMPRESSION,
-                 **attrs):
+                 size=None, **attrs):
         self.path = os.fspath(path)
         self.n_features = int(n_features)
         self.dtype = np.dtype(dtype)
@@ -126,7 +129,18 @@ class ShardWriter:
         self.nnz = 0
         self.f = None
         self.raw = {}
-        if compression == "none":
+        self.size = None if size is None else (int(size[0]), int(size[1]))
+        self.part = None  # the writer of this shard's own rows, when written in place
+        self.offsets = {}  # dataset → file offset of its first byte (written in place)
+        if compression == "none" and self.size is not None:
+            try:
+                self._allocate()
+            except OSError as exc:
+                self._fail(exc)
+            except MpisgdError:
+                self.abort()
+                raise
+        elif compression == "none":
             for name, dt in _STREAMED:
                 self.out.extra.append(f".{name}")
                 self.raw[name] = open(f"{self.tmp}.{name}", "wb")
@@ -146,11 +160,41 @@ class ShardWriter:
                    chunks=(CHUNK_ROWS if rows else CHUNK,), **kw)
             self.f["indptr"][0] = 0
 
+    def _allocate(self):
+        """Create the contiguous datasets of ``size`` (space reserved, nothing
+        written); this writer's own rows go in through a ShardPart at row 0."""
+        import h5py
+
+        n_rows, nnz = self.size
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)
+        with h5py.File(self.tmp, "w") as f:
+            for name, dt in _STREAMED:
+                n = {"indptr": n_rows + 1, "labels": n_rows}.get(name, nnz)
+                ds = f.create_dataset(name, (n,), dt or self.dtype, dcpl=dcpl)
+                self.offsets[name] = ds.id.get_offset() if n else 0
+        self.part = ShardPart(self.layout(), 0, 0)
+        self.part._write("indptr", np.zeros(1, np.int64), self.offsets["indptr"])
+
+    def layout(self):
+        """Where the allocated datasets lie (picklable), for ShardPart."""
+        return (self.path, self.tmp, dict(self.offsets), self.dtype.str, self.n_features,
+                self.size)
+
     def append(self, indptr, indices, data, y):
         """Append rows given as CSR pieces (``indptr`` may start anywhere)."""
         k = len(indptr) - 1
         m = int(indptr[-1] - indptr[0])
         if k <= 0:
+            return
+        if self.part is not None:
+            try:
+                self.part.append(indptr, indices, data, y)
+            except MpisgdError:
+                self.abort()
+                raise
+            self.n_rows, self.nnz = self.part.n_rows, self.part.nnz
             return
         if m and (indices.min() < 0 or indices.max() >= self.n_features):
             raise MpisgdError(
@@ -176,8 +220,12 @@ class ShardWriter:
         self.n_rows += k
         self.nnz += m
 
-    def close(self, **attrs):
-        """Write the attributes, flush, rename into place; returns the path."""
+    def close(self, written=None, **attrs):
+        """Write the attributes, flush, rename into place; returns the path.
+        ``written``: (rows, non-zeros) that ShardParts (of any process) have
+        written in place in all, instead of this writer's own appends."""
+        if written is not None:
+            self.n_rows, self.nnz = int(written[0]), int(written[1])
         try:
             self._finish(attrs)
         except OSError as exc:  # e.g. a full disk
@@ -193,7 +241,20 @@ class ShardWriter:
         import h5py
 
         self.attrs.update(attrs)
-        if self.raw:
+        fsums = None  # the feature sums, when read back with the checksums
+        if self.part is not None:
+            self.part.close()
+            self.part = None
+            if (self.n_rows, self.nnz) != self.size:
+                raise MpisgdError(f"{self.path}: {self.n_rows} rows and {self.nnz} non-zeros "
+                                  f"appended, {self.size[0]} and {self.size[1]} announced")
+            self.f = h5py.File(self.tmp, "r+")
+            fsums, found = self._read_back()
+            group = self.f.create_group("checksums")
+            group.attrs["segment_bytes"] = SEGMENT
+            for name, _ in _STREAMED:
+                group.create_dataset(name, data=found[name])
+        elif self.raw:
             for fh in self.raw.values():
                 fh.close()
             self.f = h5py.File(self.tmp, "w")
@@ -216,17 +277,18 @@ class ShardWriter:
             self.raw = {}
         # Σ x over rows, of the values as stored, in fixed blocks of entries:
         # the same bits however the rows were appended.
-        sums = np.zeros(self.n_features, np.float64)
         step = 16 * CHUNK
-        for a in range(0, self.nnz, step):
-            sums += np.bincount(self.f["indices"][a : a + step],
-                                weights=self.f["data"][a : a + step].astype(np.float64),
-                                minlength=self.n_features)
+        if fsums is None:
+            fsums = np.zeros(self.n_features, np.float64)
+            for a in range(0, self.nnz, step):
+                fsums += np.bincount(self.f["indices"][a : a + step],
+                                    weights=self.f["data"][a : a + step].astype(np.float64),
+                                    minlength=self.n_features)
         if self.compression == "none":
-            self.f.create_dataset("feature_sums", data=sums)
-            self.f["checksums"].create_dataset("feature_sums", data=checksums(sums))
+            self.f.create_dataset("feature_sums", data=fsums)
+            self.f["checksums"].create_dataset("feature_sums", data=checksums(fsums))
         else:
-            self.f.create_dataset("feature_sums", data=sums,
+            self.f.create_dataset("feature_sums", data=fsums,
                                   chunks=(min(CHUNK, max(1, self.n_features)),),
                                   **self.compression_kw)
         a = self.f.attrs
@@ -246,6 +308,32 @@ class ShardWriter:
                 a[key] = _attr_value(v)
         self.f.close()
 
+    def _read_back(self):
+        """The feature sums and every dataset's segment checksums of a shard
+        written in place, from one plain read of the file (bounded RSS)."""
+        found = {}
+        with open(self.tmp, "rb") as src:
+            for name, dt in (("indptr", np.int64), ("labels", np.float64)):
+                n = self.f[name].shape[0]
+                step = (16 * SEGMENT) // 8  # whole segments per read
+                src.seek(self.offsets[name])
+                found[name] = [checksums(np.fromfile(src, dt, min(step, n - a)))
+                               for a in range(0, n, step)]
+        sums = np.zeros(self.n_features, np.float64)
+        found["indices"], found["data"] = [], []
+        with open(self.tmp, "rb") as fi, open(self.tmp, "rb") as fd:
+            fi.seek(self.offsets["indices"])
+            fd.seek(self.offsets["data"])
+            step = 16 * CHUNK  # the feature sums' blocks, whole segments of both
+            for a in range(0, self.nnz, step):
+                ix = np.fromfile(fi, np.int32, min(step, self.nnz - a))
+                d = np.fromfile(fd, self.dtype, len(ix))
+                found["indices"].append(checksums(ix))
+                found["data"].append(checksums(d))
+                sums += np.bincount(ix, weights=d.astype(np.float64), minlength=self.n_features)
+        return sums, {name: np.concatenate(c) if c else np.zeros((0, 2), np.uint64)
+                      for name, c in found.items()}
+
     def abort(self):
         """Drop the shard: close and remove its temporary files."""
         for fh in [*self.raw.values(), self.f]:
@@ -254,7 +342,9 @@ class ShardWriter:
                     fh.close()
             except Exception:  # removed next anyway (on a full disk the flush fails)
                 pass
-        self.raw, self.f = {}, None
+        if self.part is not None:
+            self.part.close()
+        self.raw, self.f, self.part = {}, None, None
         self.out.discard()
 
     def __enter__(self):
@@ -266,12 +356,79 @@ class ShardWriter:
         return False
 
 
+class ShardPart:
+    """Rows of a shard allocated by a ShardWriter with ``size`` (its ``layout()``,
+    possibly from another process), written in place from row ``row0`` and
+    entry ``nnz0`` on: the bytes that the shard's own appends would put there.
+    Parts of one shard may be written by several processes at once (disjoint
+    ranges); the ShardWriter publishes it after all of them are closed."""
+
+    def __init__(self, layout, row0, nnz0):
+        self.path, self.tmp, offsets, dtype, self.n_features, self.size = layout
+        self.dtype = np.dtype(dtype)
+        self.row0, self.nnz0 = int(row0), int(nnz0)
+        self.n_rows = self.nnz = 0  # written so far
+        # file offset of this part's first element of each dataset
+        self.at = {"indptr": offsets["indptr"] + 8 * (self.row0 + 1),
+                   "indices": offsets["indices"] + 4 * self.nnz0,
+                   "data": offsets["data"] + self.dtype.itemsize * self.nnz0,
+                   "labels": offsets["labels"] + 8 * self.row0}
+        try:
+            self.fd = os.open(self.tmp, os.O_WRONLY)
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
+
+    def _write(self, name, arr, offset):
+        buf = memoryview(np.ascontiguousarray(arr)).cast("B")
+        try:
+            while len(buf):  # pwrite may write less than asked
+                n = os.pwrite(self.fd, buf, offset)  # a full disk: ENOSPC
+                buf, offset = buf[n:], offset + n
+        except OSError as exc:
+            self.close()
+            raise write_error(self.path, exc) from None
+        return offset
+
+    def append(self, indptr, indices, data, y):
+        """Append rows given as CSR pieces (``indptr`` may start anywhere)."""
+        k = len(indptr) - 1
+        m = int(indptr[-1] - indptr[0])
+        if k <= 0:
+            return
+        if (self.row0 + self.n_rows + k > self.size[0] or
+                self.nnz0 + self.nnz + m > self.size[1]):
+            self.close()
+            raise MpisgdError(f"{self.path}: more rows or non-zeros appended than the "
+                              f"{self.size[0]} rows and {self.size[1]} non-zeros announced")
+        if m and (indices.min() < 0 or indices.max() >= self.n_features):
+            self.close()
+            raise MpisgdError(
+                f"{self.path}: feature index outside [0, {self.n_features}) in appended rows"
+            )
+        new = {
+            "indptr": np.asarray(indptr[1:], np.int64) - indptr[0] + self.nnz0 + self.nnz,
+            "indices": np.asarray(indices, np.int32),
+            "data": np.asarray(data, dtype=self.dtype),
+            "labels": np.asarray(y, np.float64),
+        }
+        for name, arr in new.items():
+            self.at[name] = self._write(name, arr, self.at[name])
+        self.n_rows += k
+        self.nnz += m
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 def write_shard(path, X, y, dtype=np.float64, compression=DEFAULT_COMPRESSION, **attrs):
     """Write a CSR matrix and its labels as one shard, atomically."""
     X = X.tocsr()
     if X.shape[0] != len(y):
         raise MpisgdError(f"{path}: {X.shape[0]} rows but {len(y)} labels")
-    with ShardWriter(path, X.shape[1], dtype, compression, **attrs) as w:
+    with ShardWriter(path, X.shape[1], dtype, compression, size=(X.shape[0], X.nnz),
+                     **attrs) as w:
         step = 1 << 18
         for r in range(0, X.shape[0], step):
             s = min(r + step, X.shape[0])

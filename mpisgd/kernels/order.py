@@ -18,11 +18,15 @@ All are deterministic given the random generator (a numpy RandomState).
 """
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 SHUFFLES = ("block", "full", "none")
 BLOCK_BYTES = 1 << 17  # 128 KiB of CSR rows per block: the sequential reads dominate the jumps
 MIN_BLOCKS = 1024  # a small data set still gets this many blocks
+AHEAD = 16  # rows whose destinations the copy prefetches before writing them
 
 
 def block_rows(indptr, value_bytes=8):
@@ -49,11 +53,40 @@ def epoch_order(shuffle, m, rng, block=1):
     return rows[(rows >= 0) & (rows < m)]
 
 
+@intrinsic
+def _prefetch_write(typingctx, arr, idx):
+    """A hint that arr[idx] will be written soon (LLVM's prefetch: write, keep
+    in all cache levels); no effect on the results."""
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, sig.args[0], ary, [args[1]],
+                                       wraparound=False)
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+            "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(1), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, idx), codegen
+
+
 @njit(cache=True, nogil=True)
 def _scatter(indptr, indices, data, y, dest, out_indptr, out_indices, out_data, out_y):
     """Row i of the input becomes row dest[i] of the output (whose indptr is
-    given): the input is read in order, only the writes jump."""
-    for i in range(dest.shape[0]):
+    given): the input is read in order, only the writes jump. The cache lines
+    of row i + AHEAD's destination are requested while row i is copied, so that
+    the misses of many rows overlap instead of one row's at a time (1.8× on
+    RCV1-scale data, bench/README.md)."""
+    m = dest.shape[0]
+    for i in range(m):
+        if i + AHEAD < m:
+            q = dest[i + AHEAD]
+            for k in range(out_indptr[q], out_indptr[q + 1], 16):  # 64-byte lines
+                _prefetch_write(out_indices, k)
+            for k in range(out_indptr[q], out_indptr[q + 1], 8):
+                _prefetch_write(out_data, k)
         r = dest[i]
         o = out_indptr[r]
         for k in range(indptr[i], indptr[i + 1]):
