@@ -27,6 +27,12 @@ CASES = [
     ["--protocol", "dynamic", "--delta", "0.3", "--counter-limit", "2", "--counter-reset", "forced-only"],
     ["--protocol", "static", "--period", "3"],
     ["--protocol", "central"],
+    # compressed model messages and full syncs (docs/WIRE.md): the same draws on both sides
+    ["--protocol", "dynamic", "--delta", "0.2", "--period", "2", "--compress", "q8"],
+    ["--protocol", "dynamic", "--delta", "0.3", "--augmentation", "random-double", "--compress", "fp16"],
+    ["--protocol", "static", "--period", "3", "--compress", "q8"],
+    # sparse full syncs: n = 30 features, so the pairs of k ≤ 3 learners can be the smaller
+    ["--protocol", "static", "--period", "1"],
 ]
 
 
