@@ -334,7 +334,7 @@ class MPITransport:
             total = np.empty(n + 2)
             yield self.comm.Iallreduce(z[0], total, MPI.SUM, "full_sync")
             return total
-        q = L.sync_levels([0], z, c)[0].astype(wire.sync_dtype(k, compress))
+        q = L.sync_levels([0], z, c, k)[0].astype(wire.sync_dtype(k, compress))
         total = np.empty_like(q)
         yield self.comm.Iallreduce(q, total, MPI.SUM, "full_sync")
         return wire.sync_unlevel(total, c, k, L.r_bias, compress)

@@ -248,9 +248,10 @@ class OnlineLearners:
         sync.contributions(ids, self.alpha, self.s, self.V, self.bias, self.r_bias, z, nnz, scales)
         return z, nnz, scales
 
-    def sync_levels(self, ids, z, c):
+    def sync_levels(self, ids, z, c, k):
         """Integer levels of learners ids' contributions z with shared scales c
-        (``wire.sync_levels_of``), each from its learner's next draws."""
+        in a sum over k learners (``wire.sync_levels_of``), each from its
+        learner's next draws."""
         ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
         x = np.array(z, dtype=np.float64)
         n = self.n_features
@@ -258,7 +259,7 @@ class OnlineLearners:
         x[:, n + 1] -= 1.0  # α − 1
         uniform = wire.uniforms(self.first_id + ids, self.encoded[ids], self.dim)
         self.encoded[ids] += 1
-        return wire.sync_levels_of(x, c, uniform, self.compress)
+        return wire.sync_levels_of(x, c, k, uniform, self.compress)
 
     def set_reference_sum(self, total, k):
         """``set_reference(total / k)`` with the mean fused into the one pass over r."""

@@ -295,7 +295,7 @@ class SimTransport:
             total = _sum_in_order(z)
         else:
             self.allreduce("full_sync", wire.sync_dense_nbytes(n, k, compress))
-            total = wire.sync_unlevel(L.sync_levels(ids, z, c).sum(axis=0), c, k, L.r_bias, compress)
+            total = wire.sync_unlevel(L.sync_levels(ids, z, c, k).sum(axis=0), c, k, L.r_bias, compress)
         L.set_reference_sum(total, k)
         self.sent = {}
 

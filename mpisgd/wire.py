@@ -256,25 +256,25 @@ def decode_compressed(buf, n, compress):
 #   int32 j[m] (padded to m = max_l nnz_l), 24 + 12·m bytes sent and k times that
 #   received; every rank sums the blocks in rank order: exact;
 # - dense: an Allreduce(SUM) of the dense z, float64 (8·(n + 2) bytes, exact), or, with
-#   compression, of integer levels q = SR(L·x/c) of x ∈ [u, b − r_b, α − 1] (each x by its
-#   own shared scale c; L = 127 for q8, 32767 for fp16), summed in the smallest integer type
-#   that holds k·L: unbiased, E[c·Σq/L] = Σx.
+#   compression, of integer levels q = SR(L·x/c) ∈ [−L, L] of x ∈ [u, b − r_b, α − 1] (each
+#   x by its own shared scale c), summed without overflow (k·L within the type): q8 in int16
+#   with L = min(127, ⌊32767/k⌋) (int32 and L = 127 when that falls below 8, k > 4095), fp16
+#   in int32 with L = min(32767, ⌊(2³¹ − 1)/k⌋). Unbiased: E[c·Σq/L] = Σx.
 #
 # The probe is made only when it can pay: with compression (the scales are needed), or when
 # pairs of empty models, k·24 bytes, are smaller than the dense sum. Pairs are chosen when
 # k·(24 + 12·m) < the dense sum's bytes.
 
-_LEVELS = {"fp16": 32767, "q8": 127}
-
-
-def sync_levels(compress):
-    return _LEVELS[compress]
+def sync_format(k, compress):
+    """(integer type, levels L) of a compressed dense sum of k learners."""
+    if compress == "q8":
+        levels = min(_Q8, 32767 // k)
+        return (np.int16, levels) if levels >= 8 else (np.int32, _Q8)
+    return np.int32, min(32767, (2**31 - 1) // k)
 
 
 def sync_dtype(k, compress):
-    """The integer type of a compressed dense sum of k learners."""
-    total = k * _LEVELS[compress]
-    return next(t for t in (np.int16, np.int32, np.int64) if total <= np.iinfo(t).max)
+    return sync_format(k, compress)[0]
 
 
 def sync_dense_nbytes(n, k, compress):
@@ -331,10 +331,10 @@ def sum_blocks(blocks, n, m):
     return total
 
 
-def sync_levels_of(x, c, uniform, compress):
+def sync_levels_of(x, c, k, uniform, compress):
     """Integer levels q = SR(L·x/c) of one learner's x (an (…, n + 2) array of
     [u, b − r_b, α − 1]) with shared scales c = [c_u, c_b, c_α], as int64."""
-    L = _LEVELS[compress]
+    L = sync_format(k, compress)[1]
     n = x.shape[-1] - 2
     scale = np.empty(x.shape[-1])
     scale[:n], scale[n], scale[n + 1] = c[0], c[1], c[2]
@@ -346,7 +346,7 @@ def sync_levels_of(x, c, uniform, compress):
 
 def sync_unlevel(total, c, k, r_bias, compress):
     """Σz = [Σu, Σb, Σα] from the summed levels (their inverse)."""
-    L = _LEVELS[compress]
+    L = sync_format(k, compress)[1]
     n = len(total) - 2
     out = np.empty(n + 2)
     out[:n] = total[:n] * (c[0] / L)
