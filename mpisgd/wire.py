@@ -317,18 +317,22 @@ def sum_blocks(blocks, n, m):
     if blocks.ndim != 1 or len(blocks) % size:
         raise MpisgdError(f"wire: {len(blocks)} bytes are not whole pairs blocks of {size} bytes")
     total = np.zeros(n + 2, dtype=np.float64)
-    for b in range(len(blocks) // size):
-        buf = blocks[b * size : (b + 1) * size]
-        head = buf[: 24 + 8 * m].view(np.float64)
-        nnz = int(head[2]) if 0 <= head[2] <= m else -1
-        idx = buf[24 + 8 * m :].view(np.int32)[: max(nnz, 0)]
-        if nnz < 0 or head[2] != nnz or (nnz and (idx[0] < 0 or idx[-1] >= n or np.any(idx[1:] <= idx[:-1]))):
-            raise MpisgdError(f"wire: a pairs block of a full sync has a count outside [0, {m}] or "
-                              f"indices outside [0, {n}) or not strictly increasing")
-        total[idx] += head[3 : 3 + nnz]
-        total[n] += head[1]
-        total[n + 1] += head[0]
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite models sum as IEEE says
+        for b in range(len(blocks) // size):
+            _add_block(total, blocks[b * size : (b + 1) * size], n, m)
     return total
+
+
+def _add_block(total, buf, n, m):
+    head = buf[: 24 + 8 * m].view(np.float64)
+    nnz = int(head[2]) if 0 <= head[2] <= m else -1
+    idx = buf[24 + 8 * m :].view(np.int32)[: max(nnz, 0)]
+    if nnz < 0 or head[2] != nnz or (nnz and (idx[0] < 0 or idx[-1] >= n or np.any(idx[1:] <= idx[:-1]))):
+        raise MpisgdError(f"wire: a pairs block of a full sync has a count outside [0, {m}] or "
+                          f"indices outside [0, {n}) or not strictly increasing")
+    total[idx] += head[3 : 3 + nnz]
+    total[n] += head[1]
+    total[n + 1] += head[0]
 
 
 def sync_levels_of(x, c, k, uniform, compress):
