@@ -3,6 +3,8 @@ on Kamp et al.'s drifting disjunction (n = 100, k = 512, T = 25,000, drift
 0.0002, log loss, η = 1), against uncompressed static averaging every 8 rounds.
 
     python bench/compress.py --seeds 3 --jobs 1        # the table of docs/REPRODUCTION.md
+    python bench/compress.py --seed-list 2 --json s2.json    # one seed; then
+    python bench/compress.py --combine s0.json s1.json s2.json   # the table of several
 
 Every configuration of one seed learns from the same rows (``run_many``); the
 default mode (instant resolutions). For each configuration: the median over
@@ -60,15 +62,21 @@ def main():
     p.add_argument("--rounds", type=int, default=25000)
     p.add_argument("--deltas", type=float, nargs="+", default=[3.0])
     p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--seed-list", type=int, nargs="+", default=None, help="these seeds (default: 0 … seeds − 1)")
     p.add_argument("--json", default=None, help="also write the per-seed results here")
+    p.add_argument("--combine", nargs="+", default=None, metavar="JSON", help="only print the table of these results")
     args = p.parse_args()
-    tasks = [(s, args.k, args.rounds, args.deltas) for s in range(args.seeds)]
-    with get_context("spawn").Pool(args.jobs) as pool:
-        per_seed = pool.map(one_seed, tasks)
+    if args.combine:
+        per_seed = [s for path in args.combine for s in json.load(open(path))]
+    else:
+        seeds = args.seed_list if args.seed_list is not None else range(args.seeds)
+        tasks = [(s, args.k, args.rounds, args.deltas) for s in seeds]
+        with get_context("spawn").Pool(args.jobs) as pool:
+            per_seed = pool.map(one_seed, tasks)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(per_seed, f, indent=1)
-    print(f"disjunction n=100, k={args.k}, T={args.rounds}, {args.seeds} seeds; "
+    print(f"disjunction n=100, k={args.k}, T={args.rounds}, {len(per_seed)} seeds; "
           f"ratios to {REFERENCE} on the same seed: median [min, max]\n")
     print("| configuration | errors | MPI messages | bytes | model messages |\n|---|---|---|---|---|")
     for name, _p, _c in configurations(args.deltas):

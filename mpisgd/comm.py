@@ -137,6 +137,14 @@ class CountingComm:
         self._received(category, recvbuf)
         return request
 
+    def Allgather(self, sendbuf, recvbuf, category):
+        """Allgather (uint8 blocks): the block as sent, every rank's blocks as received."""
+        start = time.perf_counter()
+        self.comm.Allgather(sendbuf, recvbuf)
+        self.seconds += time.perf_counter() - start
+        self._sent(category, sendbuf)
+        self._received(category, recvbuf)
+
     def Iallgather(self, sendbuf, recvbuf, category):
         """Nonblocking Allgather (uint8 blocks), counted when it starts: the
         block as sent, every rank's blocks as received."""
@@ -304,14 +312,16 @@ class MPITransport:
         steps = self._full_sync_steps()
         try:
             while True:
-                self.comm.wait(next(steps))
+                name, *args = next(steps)
+                getattr(self.comm, name)(*args, "full_sync")  # the blocking collective
         except StopIteration as stop:
             self._take(stop.value, True, total=True)
 
     def _full_sync_steps(self, remember=False):
         """This rank's part of a full sync (docs/WIRE.md, "Full syncs"): a
-        generator that yields every nonblocking collective it starts, to be
-        completed before it is resumed, and returns the sum of every rank's z.
+        generator that yields each collective (name, sendbuf, recvbuf[, op]),
+        to be completed before it is resumed, blocking or not, and returns the
+        sum of every rank's z.
         With remember, this rank's z is remembered as sent (async: the steps
         it makes meanwhile are kept)."""
         L, n, k, compress = self.learners, self.n, self.k, self.learners.compress
@@ -321,22 +331,22 @@ class MPITransport:
         probe = wire.sync_probe_size(n, k, compress)
         if probe:  # max nnz (and the shared scales) over ranks
             top = np.empty(probe)
-            yield self.comm.Iallreduce(np.array([nnz[0], *scales[0]])[:probe], top, MPI.MAX, "full_sync")
+            yield "Allreduce", np.array([nnz[0], *scales[0]])[:probe], top, MPI.MAX
             m, c = int(top[0]), top[1:]
             if wire.sync_pairs(n, k, compress, m):
                 u = z[0, :n]
                 idx = np.flatnonzero(u).astype(np.int32)
                 block = wire.encode_block(z[0, n + 1], z[0, n], idx, u[idx], m)
                 blocks = np.empty(k * len(block), dtype=np.uint8)
-                yield self.comm.Iallgather(block, blocks, "full_sync")
+                yield "Allgather", block, blocks
                 return wire.sum_blocks(blocks, n, m)
         if compress == "none":
             total = np.empty(n + 2)
-            yield self.comm.Iallreduce(z[0], total, MPI.SUM, "full_sync")
+            yield "Allreduce", z[0], total, MPI.SUM
             return total
         q = L.sync_levels([0], z, c, k)[0].astype(wire.sync_dtype(k, compress))
         total = np.empty_like(q)
-        yield self.comm.Iallreduce(q, total, MPI.SUM, "full_sync")
+        yield "Allreduce", q, total, MPI.SUM
         return wire.sync_unlevel(total, c, k, L.r_bias, compress)
 
     # -- sync mode: a check begun at one check point, settled at the next --------
@@ -604,7 +614,11 @@ class _FullSync:
 
     def __init__(self, transport, steps):
         self.tr, self.steps = transport, steps
-        self.request = next(steps)  # every full sync starts a collective
+        self.request = self._start(next(steps))  # every full sync has a collective
+
+    def _start(self, step):
+        name, *args = step
+        return getattr(self.tr.comm, "I" + name[0].lower() + name[1:])(*args, "full_sync")  # its nonblocking form
 
     def test(self):
         tr = self.tr
@@ -612,7 +626,7 @@ class _FullSync:
             return True, None
         while tr.comm.test(self.request):
             try:
-                self.request = next(self.steps)
+                self.request = self._start(next(self.steps))
             except StopIteration as stop:
                 tr._full_sync = None
                 tr._take(stop.value, True, total=True)
