@@ -28,6 +28,7 @@ from mpi4py import MPI
 
 from mpisgd import wire
 from mpisgd.errors import MpisgdError
+from mpisgd.kernels import sync
 
 # Tags of docs/WIRE.md.
 VIOLATION, REQUEST, REPLY, BALANCED, NEWREF, COMMAND = 1, 2, 3, 4, 5, 6
@@ -335,7 +336,7 @@ class MPITransport:
             m, c = int(top[0]), top[1:]
             if wire.sync_pairs(n, k, compress, m):
                 u = z[0, :n]
-                idx = np.flatnonzero(u).astype(np.int32)
+                idx = sync.nonzero_indices(u, nnz[0])
                 block = wire.encode_block(z[0, n + 1], z[0, n], idx, u[idx], m)
                 blocks = np.empty(k * len(block), dtype=np.uint8)
                 yield "Allgather", block, blocks

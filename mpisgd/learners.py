@@ -265,7 +265,8 @@ class OnlineLearners:
         """``set_reference(total / k)`` with the mean fused into the one pass over r."""
         n = self.n_features
         self._flush_averages()
-        self.R = float(sync.reference_from_sum(np.asarray(total, dtype=np.float64), float(k), self.r))
+        sync.reference_from_sum(np.asarray(total, dtype=np.float64), float(k), self.r)
+        self.R = float(self.r @ self.r)
         self.r_bias = float(total[n] / k)
         self._restart()
 

@@ -3,6 +3,7 @@ its exchange and one after: a learner's contribution z = [s·v, b, α] with the
 count and scale that decide the exchange, and the new reference from the sum
 of every learner's z."""
 
+import numpy as np
 from numba import njit
 
 
@@ -30,12 +31,21 @@ def contributions(ids, alpha, s, V, bias, r_bias, out, nnz, scales):
 
 @njit(cache=True)
 def reference_from_sum(total, k, r):
-    """r ← ᾱ·r + ū with z̄ = total/k = [ū, b̄, ᾱ]; returns R = ‖r‖²."""
+    """r ← ᾱ·r + ū with z̄ = total/k = [ū, b̄, ᾱ] (a loop the compiler
+    vectorizes; R = ‖r‖² is left to one BLAS dot)."""
     n = r.shape[0]
     a = total[n + 1] / k
-    R = 0.0
     for j in range(n):
-        rj = a * r[j] + total[j] / k
-        r[j] = rj
-        R += rj * rj
-    return R
+        r[j] = a * r[j] + total[j] / k
+
+
+@njit(cache=True)
+def nonzero_indices(u, bound):
+    """The indices j of u_j ≠ 0, increasing, as int32 (at most ``bound`` of them)."""
+    out = np.empty(bound, np.int32)
+    c = 0
+    for j in range(u.shape[0]):
+        if u[j] != 0.0:
+            out[c] = j
+            c += 1
+    return out[:c]
