@@ -29,6 +29,7 @@ from mpi4py import MPI
 
 from mpisgd import wire
 from mpisgd.errors import MpisgdError
+from mpisgd.kernels import sync
 
 # Tags of docs/WIRE.md.
 VIOLATION, REQUEST, REPLY, BALANCED, NEWREF, COMMAND = 1, 2, 3, 4, 5, 6
@@ -147,6 +148,16 @@ class CountingComm:
         self._sent(category, sendbuf)
         self._received(category, recvbuf)
 
+    def Iallgather(self, sendbuf, recvbuf, category):
+        """Nonblocking Allgather (uint8 blocks), counted when it starts: the
+        block as sent, every rank's blocks as received."""
+        start = time.perf_counter()
+        request = self.comm.Iallgather(sendbuf, recvbuf)
+        self.seconds += time.perf_counter() - start
+        self._sent(category, sendbuf)
+        self._received(category, recvbuf)
+        return request
+
     def wait(self, request):
         start = time.perf_counter()
         request.Wait()
@@ -212,6 +223,7 @@ class MPITransport:
         self.comm = comm
         self.asynchronous = asynchronous
         self.learners = learners
+        learners.first_id = comm.rank  # this rank's learner is learner `rank` of the run (its draws)
         self.rank = comm.rank
         self.k = comm.size
         self.n = learners.n_features
@@ -243,21 +255,23 @@ class MPITransport:
         return z
 
     def _message(self):
-        """This rank's model message (remembered as sent)."""
-        self._sent(self._model())
-        return self.learners.message(0)
+        """This rank's model message, remembered as sent: as the receiver
+        decodes it, so that a quantized message's rounding error stays in the
+        steps this learner keeps (error feedback, docs/WIRE.md)."""
+        buf = self.learners.message(0)
+        self._sent(self._model() if self.learners.compress == "none" else self.learners.decode(buf))
+        return buf
 
-    def _encode(self, z):
-        """Model message of z = [u, b, α], relative to the current reference."""
-        u = z[: self.n]
-        idx = np.flatnonzero(u).astype(np.int32)
-        return wire.encode(z[self.n + 1], z[self.n], idx, u[idx], self.n)
-
-    def _take(self, z, new_reference):
-        """This rank's learner takes model z (with new_reference, r ← z too),
-        keeping the steps it made since it last sent its model."""
+    def _take(self, z, new_reference, total=False):
+        """This rank's learner takes model z (with new_reference, r ← z too;
+        with total, z is the sum of every rank's model, the mean taken in the
+        same pass), keeping the steps it made since it last sent its model."""
         progress = None if self.last_sent is None else self.learners.progress(0, self.last_sent)
-        if new_reference:
+        if total:
+            self.learners.set_reference_sum(z, self.k)
+            if progress is not None:
+                self.learners.take(0, self._model(), progress)
+        elif new_reference:
             self.learners.set_reference(z)
             if progress is not None:
                 self.learners.take(0, self._model(), progress)
@@ -295,14 +309,13 @@ class MPITransport:
         self.comm.Allgather(mine, every, "control")
         return [(float(every[2 * i]), int(every[2 * i + 1])) for i in range(self.k)]
 
-    def allreduce_model(self, z=None):
-        """Full sync: the mean of every rank's z (dense, 8·(n+2) bytes)."""
-        z = self._model() if z is None else np.ascontiguousarray(z, dtype=np.float64)
+    def final_mean(self, z):
+        """The run's last full sync: the mean of every rank's final model z
+        (dense [w, b, 0], 8·(n+2) bytes, exact)."""
+        z = np.ascontiguousarray(z, dtype=np.float64)
         total = np.empty_like(z)
         self.comm.Allreduce(z, total, MPI.SUM, "full_sync")
         return total / self.k
-
-    final_mean = allreduce_model  # the run's last full sync, of every learner's final model
 
     def full_sync(self):
         """Every learner takes the mean of all models, which becomes r (blocking;
@@ -313,7 +326,45 @@ class MPITransport:
         if self.coordinating:
             self.results_sent += 1
         self.last_sent = None  # every current model goes into the mean
-        self._take(self.allreduce_model(), True)
+        steps = self._full_sync_steps()
+        try:
+            while True:
+                name, *args = next(steps)
+                getattr(self.comm, name)(*args, "full_sync")  # the blocking collective
+        except StopIteration as stop:
+            self._take(stop.value, True, total=True)
+
+    def _full_sync_steps(self, remember=False):
+        """This rank's part of a full sync (docs/WIRE.md, "Full syncs"): a
+        generator that yields each collective (name, sendbuf, recvbuf[, op]),
+        to be completed before it is resumed, blocking or not, and returns the
+        sum of every rank's z.
+        With remember, this rank's z is remembered as sent (async: the steps
+        it makes meanwhile are kept)."""
+        L, n, k, compress = self.learners, self.n, self.k, self.learners.compress
+        z, nnz, scales = L.sync_parts([0])  # the one pass before the exchange
+        if remember:
+            self._sent(z[0])
+        probe = wire.sync_probe_size(n, k, compress)
+        if probe:  # max nnz (and the shared scales) over ranks
+            top = np.empty(probe)
+            yield "Allreduce", np.array([nnz[0], *scales[0]])[:probe], top, MPI.MAX
+            m, c = int(top[0]), top[1:]
+            if wire.sync_pairs(n, k, compress, m):
+                u = z[0, :n]
+                idx = sync.nonzero_indices(u, nnz[0])
+                block = wire.encode_block(z[0, n + 1], z[0, n], idx, u[idx], m)
+                blocks = np.empty(k * len(block), dtype=np.uint8)
+                yield "Allgather", block, blocks
+                return wire.sum_blocks(blocks, n, m)
+        if compress == "none":
+            total = np.empty(n + 2)
+            yield "Allreduce", z[0], total, MPI.SUM
+            return total
+        q = L.sync_levels([0], z, c, k)[0].astype(wire.sync_dtype(k, compress))
+        total = np.empty_like(q)
+        yield "Allreduce", q, total, MPI.SUM
+        return wire.sync_unlevel(total, c, k, L.r_bias, compress)
 
     # -- sync mode: a check begun at one check point, settled at the next --------
 
@@ -392,7 +443,10 @@ class MPITransport:
     def send_balanced(self, ids, model, new_reference):
         """Learners ids take ``model`` (balance_result); with new_reference it also becomes r."""
         model = np.asarray(model, dtype=np.float64)
-        buf = self._encode(model)
+        if any(int(i) != 0 for i in ids):
+            buf = self.learners.encode(0, model)
+            if self.learners.compress != "none":
+                model = self.learners.decode(buf)  # every member takes the model sent
         tag = NEWREF if new_reference else BALANCED
         mine = False
         for i in ids:
@@ -429,9 +483,7 @@ class MPITransport:
         return self._join_full_sync()
 
     def _join_full_sync(self):
-        z = self._sent(self._model())
-        total = np.empty_like(z)
-        self._full_sync = _FullSync(self, self.comm.Iallreduce(z, total, MPI.SUM, "full_sync"), total)
+        self._full_sync = _FullSync(self, self._full_sync_steps(remember=True))
         self.pending = True  # no own checks until the mean arrives
         return self._full_sync
 
@@ -510,6 +562,8 @@ class MPITransport:
         self._join_cut()
 
     def _join_cut(self):
+        if self._full_sync is not None:  # its collectives before the cut's, in the same order on every rank
+            _wait(self._full_sync)
         agreed = np.zeros(1, dtype=np.int64)
         self._cut = (self.comm.Iallreduce(_int64(self.at), agreed, MPI.MAX, "control"), agreed)
 
@@ -628,18 +682,27 @@ class _Replies:
 
 
 class _FullSync:
-    """This rank's part of an async full sync: when the Allreduce completes, the
+    """This rank's part of an async full sync (``MPITransport._full_sync_steps``,
+    one nonblocking collective after another): when the last completes, the
     learner takes the mean as its new reference, keeping its steps since."""
 
-    def __init__(self, transport, request, total):
-        self.tr, self.request, self.total = transport, request, total
+    def __init__(self, transport, steps):
+        self.tr, self.steps = transport, steps
+        self.request = self._start(next(steps))  # every full sync has a collective
+
+    def _start(self, step):
+        name, *args = step
+        return getattr(self.tr.comm, "I" + name[0].lower() + name[1:])(*args, "full_sync")  # its nonblocking form
 
     def test(self):
         tr = self.tr
         if tr._full_sync is not self:
             return True, None
-        if not tr.comm.test(self.request):
-            return False, None
-        tr._full_sync = None
-        tr._take(self.total / tr.k, True)
-        return True, None
+        while tr.comm.test(self.request):
+            try:
+                self.request = self._start(next(self.steps))
+            except StopIteration as stop:
+                tr._full_sync = None
+                tr._take(stop.value, True, total=True)
+                return True, None
+        return False, None

@@ -8,12 +8,12 @@ import numpy as np
 
 from mpisgd import wire
 from mpisgd.errors import MpisgdError
-from mpisgd.kernels import online
+from mpisgd.kernels import online, sync
 from mpisgd.kernels.losses import CLASSIFICATION_LOSSES, DEFAULT_PARAM, LOSSES
 from mpisgd.kernels.schedules import NEEDS_POSITIVE_LAMBDA, SCHEDULES
 
 _STATE = ("alpha", "s", "V", "bias", "P", "Q", "steps", "A", "U", "alpha_sum", "s_sum", "bias_sum", "n_avg",
-          "r", "r_bias", "R", "loss_sum", "errors", "examples")  # fmt: skip
+          "r", "r_bias", "R", "loss_sum", "errors", "examples", "encoded")  # fmt: skip
 
 
 class OnlineLearners:
@@ -36,6 +36,7 @@ class OnlineLearners:
         rule="sgd",
         aggressiveness=1.0,
         directions=0,
+        compress="none",
     ):
         if loss not in LOSSES:
             raise MpisgdError(f"loss: unknown {loss!r}; choose one of {', '.join(LOSSES)}")
@@ -55,6 +56,7 @@ class OnlineLearners:
                 raise MpisgdError(f"rule: {rule!r} has no L2 shrink; use lam 0, got {lam!r}")
             if rule != "pa" and not (0 < aggressiveness < float("inf")):
                 raise MpisgdError(f"aggressiveness: C of {rule!r} must be > 0 and finite, got {aggressiveness!r}")
+        self.compress = wire.check_compress(compress)
         if not eta0 > 0:
             raise MpisgdError(f"eta0: the step size must be > 0, got {eta0!r}")
         if int(directions) != directions or directions < 0:
@@ -85,7 +87,7 @@ class OnlineLearners:
         self.options = {"loss": loss, "loss_param": loss_param, "schedule": schedule, "eta0": eta0, "lam": lam,
                         "t0": t0, "power": power, "fit_intercept": fit_intercept,
                         "regularize_bias": regularize_bias, "average": average, "ties_are_errors": ties_are_errors,
-                        "rule": rule, "aggressiveness": aggressiveness}
+                        "rule": rule, "aggressiveness": aggressiveness, "compress": compress}
         k, n = self.k, self.n_features
         navg = n if average else 0  # the averaging arrays exist only when used
         self.alpha = np.ones(k)
@@ -113,6 +115,8 @@ class OnlineLearners:
         self.Xi = np.zeros((int(directions), n + 1))
         self.PX = np.zeros((k, int(directions)))
         self.RX = np.zeros(int(directions))
+        self.encoded = np.zeros(k, dtype=np.int64)  # compressed messages and full syncs of each learner so far
+        self.first_id = 0  # learner 0's id in the run (an MPI rank's learner is learner `rank`): keys its draws
 
     def warm_up(self):
         """Load every kernel a rank calls (numba compiles or reads its cache on
@@ -126,6 +130,7 @@ class OnlineLearners:
         scratch.message(0)
         scratch.take(0, z, scratch.progress(0, z))
         scratch.set_reference(scratch.mean_model())
+        scratch.set_reference_sum(scratch.sync_parts([0])[0][0], 1)
 
     # -- learning -----------------------------------------------------------
 
@@ -219,13 +224,68 @@ class OnlineLearners:
         return z
 
     def message(self, l):
-        """The wire message of learner l's model (sparse when smaller)."""
+        """The wire message of learner l's model (sparse when smaller;
+        compressed with ``compress``)."""
         u = self.V[l]
         idx = np.flatnonzero(u).astype(np.int32)
-        return wire.encode(self.alpha[l], self.bias[l], idx, self.s[l] * u[idx], self.n_features)
+        return self._encode(l, self.alpha[l], self.bias[l], idx, self.s[l] * u[idx])
+
+    def encode(self, l, z):
+        """The wire message of model z = [u, b, α], sent by learner l."""
+        u = z[: self.n_features]
+        idx = np.flatnonzero(u).astype(np.int32)
+        return self._encode(l, z[self.n_features + 1], z[self.n_features], idx, u[idx])
+
+    def _encode(self, l, alpha, bias, idx, vals):
+        if self.compress == "none":
+            return wire.encode(alpha, bias, idx, vals, self.n_features)
+        # learner l's next draws (wire.uniforms): the same for a rank and the simulator
+        uniform = wire.uniforms([self.first_id + l], [self.encoded[l]], len(idx))[0]
+        self.encoded[l] += 1
+        return wire.encode_compressed(alpha, bias, idx, vals, self.n_features, self.compress, uniform)
 
     def decode(self, buf):
-        return wire.decode(buf, self.n_features)
+        if self.compress == "none":
+            return wire.decode(buf, self.n_features)
+        return wire.decode_compressed(buf, self.n_features, self.compress)
+
+    def message_nbytes(self, nnz):
+        """Wire sizes of the messages of models whose v has nnz non-zeros."""
+        return wire.model_nbytes(nnz, self.n_features, self.compress)
+
+    # -- full syncs (docs/WIRE.md) ---------------------------------------------
+
+    def sync_parts(self, ids):
+        """The full-sync contributions of learners ids, in one pass: z (len(ids),
+        dim), the non-zeros of each v, and scales [max|u|, |b − r_b|, |α − 1|]."""
+        ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
+        z = np.empty((len(ids), self.dim))
+        nnz = np.empty(len(ids), dtype=np.int64)
+        scales = np.empty((len(ids), 3))
+        sync.contributions(ids, self.alpha, self.s, self.V, self.bias, self.r_bias, z, nnz, scales)
+        return z, nnz, scales
+
+    def sync_levels(self, ids, z, c, k):
+        """Integer levels of learners ids' contributions z with shared scales c
+        in a sum over k learners (``wire.sync_levels_of``), each from its
+        learner's next draws."""
+        ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
+        x = np.array(z, dtype=np.float64)
+        n = self.n_features
+        x[:, n] -= self.r_bias  # b − r_b
+        x[:, n + 1] -= 1.0  # α − 1
+        uniform = wire.uniforms(self.first_id + ids, self.encoded[ids], self.dim)
+        self.encoded[ids] += 1
+        return wire.sync_levels_of(x, c, k, uniform, self.compress)
+
+    def set_reference_sum(self, total, k):
+        """``set_reference(total / k)`` with the mean fused into the one pass over r."""
+        n = self.n_features
+        self._flush_averages()
+        before = (self.r.copy() if len(self.Xi) else None), self.r_bias
+        sync.reference_from_sum(np.asarray(total, dtype=np.float64), float(k), self.r)
+        self.r_bias = float(total[n] / k)
+        self._new_reference(*before)
 
     def set_models(self, ids, z):
         """Learners ids take the model z (relative to the current r)."""
@@ -254,16 +314,29 @@ class OnlineLearners:
     def set_reference(self, z):
         """Every learner takes the model z, which becomes the new reference."""
         n = self.n_features
+        self._flush_averages()
+        before = self.r, self.r_bias
+        self.r = z[n + 1] * self.r + z[:n]  # r ← α·r + u
+        self.r_bias = float(z[n])
+        self._new_reference(*before)
+
+    def _flush_averages(self):
         if self.average:
             for l in range(self.k):
                 online.flush_average(l, self.alpha_sum, self.s_sum, self.V, self.U, self.A, self.r)
+
+    def _new_reference(self, r_before, bias_before):
+        """After r changed (from r_before, bias_before): R = ‖r‖², fda's directions
+        (the change r' − r becomes ξ_1) and RX = ξ_w·r, and every learner at r."""
+        n = self.n_features
         if len(self.Xi):
-            change = np.append((z[n + 1] - 1.0) * self.r + z[:n], z[n] - self.r_bias)  # [r' − r, b' − r_b]
-            self._push_direction(change)
-        self.r = z[n + 1] * self.r + z[:n]  # r ← α·r + u
-        self.r_bias = float(z[n])
+            self._push_direction(np.append(self.r - r_before, self.r_bias - bias_before))  # [r' − r, b' − r_b]
         self.R = float(self.r @ self.r)
         self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
+        self._restart()
+
+    def _restart(self):
+        """Every learner at the reference r: u = 0, α = s = 1, b = r_b."""
         self.PX[:] = 0.0
         self.V[:] = 0.0
         self.alpha[:] = 1.0

@@ -78,6 +78,7 @@ class SimTransport:
         self._sent_msgs = np.zeros((k, c), np.int64)
         self._recv_msgs = np.zeros((k, c), np.int64)
         self._every_bytes = np.zeros(c, np.int64)  # per rank, sent and received alike
+        self._every_gathered = np.zeros(c, np.int64)  # per rank, received beyond that (Allgather)
         self._every_msgs = np.zeros(c, np.int64)
         self.resolving = False  # True while rank 0 commands the others (dynamic resolution)
         self.sent = {}  # learner -> the model z it sent with its violation, until settled
@@ -157,11 +158,20 @@ class SimTransport:
         self._every_bytes[c] += count * nbytes
         self._every_msgs[c] += count
 
+    def allgather(self, category, nbytes):
+        """One Allgather: every rank sends a block of nbytes and receives every
+        rank's block. (In the event log: an Allreduce of all the blocks.)"""
+        k = len(self._sent_bytes)
+        if self.log is not None:
+            self.log.allreduce(k * nbytes)
+        self._count_allreduce(category, nbytes)
+        self._every_gathered[CAT[category]] += (k - 1) * nbytes
+
     def counters(self):
         """(sent_bytes, recv_bytes, sent_msgs, recv_msgs), each (k, n_categories) int64."""
         return (
             self._sent_bytes + self._every_bytes,
-            self._recv_bytes + self._every_bytes,
+            self._recv_bytes + self._every_bytes + self._every_gathered,
             self._sent_msgs + self._every_msgs,
             self._recv_msgs + self._every_msgs,
         )
@@ -169,7 +179,21 @@ class SimTransport:
     def message_nbytes(self, nnz):
         """Wire sizes of model messages (``OnlineLearners.message``) whose v has
         nnz non-zeros: sparse or dense, whichever is smaller."""
-        return 16 + np.minimum(12 * nnz, 8 * self.L.n_features)  # wire.model_nbytes
+        return self.L.message_nbytes(nnz)
+
+    def _messages(self, ids, z, nnz):
+        """The models z of learners ids as rank 0 receives them, and their sizes:
+        with compression each learner ≠ 0 encodes its message (its draws, as
+        its rank would) and rank 0 decodes it; rank 0's own model is local."""
+        nbytes = self.message_nbytes(nnz)
+        if self.L.compress == "none":
+            return z, nbytes
+        z, nbytes = np.array(z), np.array(nbytes)
+        for i, l in enumerate(np.asarray(ids).tolist()):
+            if l != 0:
+                buf = self.L.message(l)
+                z[i], nbytes[i] = self.L.decode(buf), len(buf)
+        return z, nbytes
 
     def _others(self, ids):
         ids = np.asarray(ids, np.int64)
@@ -181,10 +205,10 @@ class SimTransport:
         """Every learner checks ‖w_l − r‖² ≤ Δ; violators ≠ 0 send their models
         (counted), and in sync mode every rank joins the sum of violators."""
         violators = np.flatnonzero(self.L.distances() > delta)
-        models, nnz = self.L.models_and_nnz(violators)
+        models, nbytes = self._messages(violators, *self.L.models_and_nnz(violators))
         away = violators != 0  # rank 0's own violation is local
         self._deferred = []
-        self.up(violators[away], "violation", self.message_nbytes(nnz[away]))
+        self.up(violators[away], "violation", nbytes[away])
         messages, self._deferred = self._deferred, None
         request = None
         if self.mode == "sync":
@@ -247,10 +271,12 @@ class SimTransport:
 
     def fetch(self, ids):
         ids = np.asarray(ids, np.int64)
-        z, nnz = self.L.models_and_nnz(ids)
+        z, nbytes = self._messages(ids, *self.L.models_and_nnz(ids))
         away = ids != 0  # rank 0 is the coordinator: its own model is local
         self.down(ids[away], "balance_request", wire.CONTROL_BYTES)
-        self.up(ids[away], "balance_reply", self.message_nbytes(nnz[away]))
+        self.up(ids[away], "balance_reply", nbytes[away])
+        if self.L.compress != "none":  # a reply remembered as sent: its rounding error stays with the learner
+            self.sent.update((l, z[i]) for i, l in enumerate(ids.tolist()) if l != 0)
         return z
 
     def divergence(self, model):
@@ -266,8 +292,13 @@ class SimTransport:
         """Learners ids take ``model``; those that sent a violation keep the
         steps they made since (``OnlineLearners.progress``)."""
         L, n = self.L, self.L.n_features
-        nbytes = wire.model_nbytes(int(np.count_nonzero(model[:n])), n)
-        self.down(self._others(ids), "balance_result", nbytes)
+        others = self._others(ids)
+        if L.compress != "none" and len(others):
+            buf = L.encode(0, model)  # rank 0's draws
+            model, nbytes = L.decode(buf), len(buf)  # every member takes the model sent
+        else:
+            nbytes = wire.model_nbytes(int(np.count_nonzero(model[:n])), n)
+        self.down(others, "balance_result", nbytes)
         members = set(np.asarray(ids).tolist())
         progress = {l: L.progress(l, z) for l, z in self.sent.items() if new_reference or l in members}
         if new_reference:
@@ -283,8 +314,23 @@ class SimTransport:
         COMMAND FULLSYNC to every other rank. Every current model goes into the mean."""
         if self.resolving:
             self.down_to_all("control", wire.CONTROL_BYTES)
-        self.allreduce("full_sync", wire.dense_nbytes(self.L.n_features))
-        self.L.set_reference(self.L.mean_model())
+        L, n, k, compress = self.L, self.L.n_features, self.L.k, self.L.compress
+        ids = np.arange(k)
+        z, nnz, scales = L.sync_parts(ids)
+        probe = wire.sync_probe_size(n, k, compress)
+        if probe:  # MPITransport._full_sync_steps: max nnz and the shared scales
+            self.allreduce("full_sync", 8 * probe)
+            m, c = int(nnz.max()), scales.max(axis=0)
+        if probe and wire.sync_pairs(n, k, compress, m):
+            self.allgather("full_sync", wire.sync_block_nbytes(m))
+            total = _sum_in_order(z)  # as wire.sum_blocks adds the blocks
+        elif compress == "none":
+            self.allreduce("full_sync", wire.dense_nbytes(n))
+            total = _sum_in_order(z)
+        else:
+            self.allreduce("full_sync", wire.sync_dense_nbytes(n, k, compress))
+            total = wire.sync_unlevel(L.sync_levels(ids, z, c, k).sum(axis=0), c, k, L.r_bias, compress)
+        L.set_reference_sum(total, k)
         self.sent = {}
 
     def final_mean(self, z):
@@ -300,6 +346,14 @@ def exact_variance(L):
     n = L.n_features
     w = np.column_stack([z[:, n + 1, None] * L.r + z[:, :n], z[:, n]])  # [α·r + u, b]
     return float(((w - w.mean(axis=0)) ** 2).sum(axis=1).mean())
+
+
+def _sum_in_order(z):
+    """Σ_l z_l, adding the rows in order."""
+    total = np.zeros(z.shape[1])
+    for row in z:
+        total += row
+    return total
 
 
 class Simulation:

@@ -30,9 +30,11 @@ CONTROL_BYTES = 8  # one int64
 PILOT_BYTES = 16  # --delta auto: one learner's pilot statistics (Σ, rows), two float64, in an Allgather
 
 
-def model_nbytes(nnz, n):
-    """Bytes of a model message with nnz non-zeros of u, n features."""
-    return 16 + min(12 * nnz, 8 * n)
+def model_nbytes(nnz, n, compress="none"):
+    """Bytes of a model message with nnz non-zeros of u, n features (vectorized over nnz)."""
+    if compress != "none":
+        return compressed_nbytes(nnz, n, compress)
+    return 16 + np.minimum(12 * np.asarray(nnz), 8 * n)
 
 
 def dense_nbytes(n):
@@ -64,9 +66,7 @@ def encode(alpha, bias, idx, vals, n):
 
 def decode(buf, n):
     """Model message (1-D uint8) -> dense z = [u, b, α] (length n + 2)."""
-    if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1):
-        raise MpisgdError(f"wire: a model message is a 1-D uint8 buffer, not {type(buf).__name__} "
-                          f"{getattr(buf, 'dtype', '')}{getattr(buf, 'shape', '')}")
+    _check_buffer(buf)
     size = len(buf)
     z = np.zeros(n + 2, dtype=np.float64)
     if size == 16 + 8 * n:
@@ -85,3 +85,287 @@ def decode(buf, n):
         raise MpisgdError(f"wire: a model message of {size} bytes does not fit n_features={n}")
     z[n], z[n + 1] = body[1], body[0]
     return z
+
+
+# -- compressed model messages (--compress) ---------------------------------------------
+#
+# A compressed model message quantizes u and keeps α and b exact:
+#
+#     header: float64 α, float64 b, float32 c, int32 m              24 bytes
+#     m ≥ 0:  int32 idx[m] (strictly increasing) then m values       24 + (4 + w)·m
+#     m = −1: n values (dense)                                       24 + w·n
+#     m = −2: a bitmask of ⌈n/8⌉ bytes (bit i of byte j: u_{8j+i}), 24 + ⌈n/8⌉ + w·nnz
+#             then one value per set bit, in order
+#
+# whichever is smallest (ties: list, mask, dense). Values are u_i/c with
+# c = max|u_i| (rounded up to float32), as float16 (w = 2, "fp16") or as an
+# int8 level q_i ∈ [−127, 127] of u_i = c·q_i/127 (w = 1, "q8"); both by
+# unbiased stochastic rounding between the two neighbours x⁻ ≤ x ≤ x⁺ of
+# x = u_i/c: x⁺ with probability (x − x⁻)/(x⁺ − x⁻), so E[Q(u)] = u
+# (docs/ALGORITHMS.md §6). The uniform draws come from ``uniforms``: a
+# counter-based hash of (sender, that sender's message number), so a rank
+# and the simulator draw the same numbers for the same message.
+
+COMPRESSIONS = ("none", "fp16", "q8")
+_WIDTH = {"fp16": 2, "q8": 1}  # bytes per value
+_Q8 = 127  # int8 levels of a q8 message value
+HEAD = 24
+
+
+def check_compress(compress):
+    if compress not in COMPRESSIONS:
+        raise MpisgdError(f"compress: unknown {compress!r}; choose one of {', '.join(COMPRESSIONS)}")
+    return compress
+
+
+def _layout(nnz, n, compress):
+    """(m, body bytes) of the smallest layout for nnz non-zeros: m ≥ 0 list, −2 mask, −1 dense."""
+    w = _WIDTH[compress]
+    sizes = ((nnz, (4 + w) * nnz), (-2, (n + 7) // 8 + w * nnz), (-1, w * n))
+    return min(sizes, key=lambda s: s[1])  # min keeps the first of equals
+
+
+def compressed_nbytes(nnz, n, compress):
+    """Bytes of a compressed model message (vectorized over nnz)."""
+    w = _WIDTH[compress]
+    nnz = np.asarray(nnz)
+    return HEAD + np.minimum(np.minimum((4 + w) * nnz, (n + 7) // 8 + w * nnz), w * n)
+
+
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix(x):
+    """splitmix64's finalizer (uint64 arrays, wrapping arithmetic)."""
+    x = (x + np.uint64(0x9E3779B97F4A7C15)) & _M64
+    x = ((x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _M64
+    x = ((x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _M64
+    return x ^ (x >> np.uint64(31))
+
+
+def uniforms(senders, counters, size):
+    """U[0, 1) draws of shape (len(senders), size): row i for message
+    counters[i] of learner senders[i], draw j = splitmix64(key_i + j)."""
+    senders = np.atleast_1d(np.asarray(senders, dtype=np.int64)).astype(np.uint64)
+    counters = np.atleast_1d(np.asarray(counters, dtype=np.int64)).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        key = _mix(_mix(senders) ^ counters)
+        draws = _mix(key[:, None] + np.arange(size, dtype=np.uint64)[None, :])
+    return (draws >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def _scale(u):
+    """c = max|u| rounded up to float32 (so that |u_i|/c ≤ 1)."""
+    c = float(np.max(np.abs(u))) if len(u) else 0.0
+    c32 = np.float32(c)
+    if not np.isfinite(c32):
+        raise MpisgdError(f"wire: cannot compress a model with |u_i| = {c!r} (beyond float32)")
+    if float(c32) < c:
+        c32 = np.nextafter(c32, np.float32(np.inf))
+    return c32
+
+
+def quantize(x, uniform, compress):
+    """Stochastic rounding of x ∈ [−1, 1] (an array) to the values of a
+    message: float16 or q8 levels (int8), E[decoded] = x."""
+    if compress == "q8":
+        y = x * _Q8
+        lo = np.floor(y)
+        return (lo + (uniform < y - lo)).astype(np.int8)
+    near = x.astype(np.float16)
+    other = np.nextafter(near, np.where(near > x, -np.inf, np.inf).astype(np.float16))
+    lo, hi = np.minimum(near, other).astype(np.float64), np.maximum(near, other).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        up = uniform < (x - lo) / (hi - lo)
+    return np.where(near == x, near, np.where(up, hi, lo).astype(np.float16))
+
+
+def _values(raw, compress):
+    """Decoded x = u/c of message values (raw bytes)."""
+    if compress == "q8":
+        return raw.view(np.int8).astype(np.float64) / _Q8
+    return raw.view(np.float16).astype(np.float64)
+
+
+def encode_compressed(alpha, bias, idx, vals, n, compress, uniform):
+    """Compressed model message (uint8) for w = α·r + u, u given sparsely;
+    ``uniform``: at least len(idx) U[0, 1) draws (``uniforms``)."""
+    idx = np.asarray(idx, dtype=np.int32)
+    vals = np.asarray(vals, dtype=np.float64)
+    nnz = len(idx)
+    c = _scale(vals)
+    q = quantize(vals / c if c > 0 else vals, np.asarray(uniform[:nnz]), compress)
+    m, body = _layout(nnz, n, compress)
+    buf = np.zeros(HEAD + body, dtype=np.uint8)
+    buf[:16].view(np.float64)[:] = alpha, bias
+    buf[16:20].view(np.float32)[0] = c
+    buf[20:24].view(np.int32)[0] = m
+    raw = q.view(np.uint8)
+    if m >= 0:
+        buf[HEAD : HEAD + 4 * nnz].view(np.int32)[:] = idx
+        buf[HEAD + 4 * nnz :] = raw
+    elif m == -2:
+        mask = np.zeros(8 * ((n + 7) // 8), dtype=np.uint8)
+        mask[idx] = 1
+        buf[HEAD : HEAD + (n + 7) // 8] = np.packbits(mask, bitorder="little")
+        buf[HEAD + (n + 7) // 8 :] = raw
+    else:
+        dense = np.zeros(n, dtype=q.dtype)
+        dense[idx] = q
+        buf[HEAD:] = dense.view(np.uint8)
+    return buf
+
+
+def decode_compressed(buf, n, compress):
+    """Compressed model message (1-D uint8) -> dense z = [u, b, α]."""
+    _check_buffer(buf)
+    w, size = _WIDTH[compress], len(buf)
+    if size < HEAD:
+        raise MpisgdError(f"wire: a {compress} model message of {size} bytes is shorter than its header")
+    alpha, bias = buf[:16].view(np.float64)
+    c = float(buf[16:20].view(np.float32)[0])
+    m = int(buf[20:24].view(np.int32)[0])
+    if not (np.isfinite(c) and c >= 0):
+        raise MpisgdError(f"wire: a {compress} model message has scale {c!r}, not finite and >= 0")
+    z = np.zeros(n + 2, dtype=np.float64)
+    body = buf[HEAD:]
+    mask_bytes = (n + 7) // 8
+    if m >= 0 and size == HEAD + (4 + w) * m:
+        idx = body[: 4 * m].view(np.int32)
+        if m and (idx[0] < 0 or idx[-1] >= n or (m > 1 and np.any(idx[1:] <= idx[:-1]))):
+            raise MpisgdError(f"wire: a sparse model message of {m} entries has indices outside "
+                              f"[0, {n}) or not strictly increasing")
+        z[idx] = c * _values(body[4 * m :], compress)
+    elif m == -2 and size >= HEAD + mask_bytes and (size - HEAD - mask_bytes) % w == 0:
+        bits = np.unpackbits(body[:mask_bytes], bitorder="little")
+        if bits[n:].any() or int(bits.sum()) * w != size - HEAD - mask_bytes:
+            raise MpisgdError(f"wire: a bitmask model message's mask does not fit n_features={n} "
+                              f"and its {size - HEAD - mask_bytes} bytes of values")
+        z[np.flatnonzero(bits)] = c * _values(body[mask_bytes:], compress)
+    elif m == -1 and size == HEAD + w * n:
+        z[:n] = c * _values(body, compress)
+    else:
+        raise MpisgdError(f"wire: a {compress} model message of {size} bytes with layout {m} does not "
+                          f"fit n_features={n}")
+    z[n], z[n + 1] = bias, alpha
+    return z
+
+
+# -- full syncs ----------------------------------------------------------------------------
+#
+# A full sync sums every learner's z = [u, b, α] (relative to r) in one of two ways, decided
+# identically on every rank from n, k, the setting and, when it is needed, a *probe*: an
+# Allreduce(MAX) of float64 [nnz_l] (uncompressed) or [nnz_l, c_u, c_b, c_α] (compressed;
+# the shared scales of u, b − r_b and α − 1):
+#
+# - pairs: an Allgather of one block per rank, float64 [α, b, nnz_l], float64 u_j[m],
+#   int32 j[m] (padded to m = max_l nnz_l), 24 + 12·m bytes sent and k times that
+#   received; every rank sums the blocks in rank order: exact;
+# - dense: an Allreduce(SUM) of the dense z, float64 (8·(n + 2) bytes, exact), or, with
+#   compression, of integer levels q = SR(L·x/c) ∈ [−L, L] of x ∈ [u, b − r_b, α − 1] (each
+#   x by its own shared scale c), summed without overflow (k·L within the type): q8 in int16
+#   with L = min(127, ⌊32767/k⌋) (int32 and L = 127 when that falls below 8, k > 4095), fp16
+#   in int32 with L = min(32767, ⌊(2³¹ − 1)/k⌋). Unbiased: E[c·Σq/L] = Σx.
+#
+# The probe is made only when it can pay: with compression (the scales are needed), or when
+# pairs of empty models, k·24 bytes, are smaller than the dense sum. Pairs are chosen when
+# k·(24 + 12·m) < the dense sum's bytes.
+
+def sync_format(k, compress):
+    """(integer type, levels L) of a compressed dense sum of k learners."""
+    if compress == "q8":
+        levels = min(_Q8, 32767 // k)
+        return (np.int16, levels) if levels >= 8 else (np.int32, _Q8)
+    return np.int32, min(32767, (2**31 - 1) // k)
+
+
+def sync_dtype(k, compress):
+    return sync_format(k, compress)[0]
+
+
+def sync_dense_nbytes(n, k, compress):
+    """Bytes of the dense sum (each rank sends and receives them)."""
+    return dense_nbytes(n) if compress == "none" else (n + 2) * np.dtype(sync_dtype(k, compress)).itemsize
+
+
+def sync_probe_size(n, k, compress):
+    """float64 entries of the probe, 0 when there is none."""
+    if compress != "none":
+        return 4
+    return 1 if 24 * k < dense_nbytes(n) else 0
+
+
+def sync_block_nbytes(m):
+    """Bytes of one rank's pairs block for m = max nnz."""
+    return 24 + 12 * m
+
+
+def sync_pairs(n, k, compress, m):
+    """Whether the pairs exchange (m = max nnz, from the probe) is the smaller."""
+    return k * sync_block_nbytes(m) < sync_dense_nbytes(n, k, compress)
+
+
+def encode_block(alpha, bias, idx, vals, m):
+    """One rank's pairs block (uint8, ``sync_block_nbytes(m)``)."""
+    nnz = len(idx)
+    buf = np.zeros(sync_block_nbytes(m), dtype=np.uint8)
+    head = buf[: 24 + 8 * m].view(np.float64)
+    head[0], head[1], head[2] = alpha, bias, nnz
+    head[3 : 3 + nnz] = vals
+    buf[24 + 8 * m :].view(np.int32)[:nnz] = idx
+    return buf
+
+
+def sum_blocks(blocks, n, m):
+    """Σ z of the k pairs blocks (uint8, k·``sync_block_nbytes(m)``), in order;
+    refuses counts beyond m and indices outside [0, n) or out of order."""
+    size = sync_block_nbytes(m)
+    if blocks.ndim != 1 or len(blocks) % size:
+        raise MpisgdError(f"wire: {len(blocks)} bytes are not whole pairs blocks of {size} bytes")
+    total = np.zeros(n + 2, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite models sum as IEEE says
+        for b in range(len(blocks) // size):
+            _add_block(total, blocks[b * size : (b + 1) * size], n, m)
+    return total
+
+
+def _add_block(total, buf, n, m):
+    head = buf[: 24 + 8 * m].view(np.float64)
+    nnz = int(head[2]) if 0 <= head[2] <= m else -1
+    idx = buf[24 + 8 * m :].view(np.int32)[: max(nnz, 0)]
+    if nnz < 0 or head[2] != nnz or (nnz and (idx[0] < 0 or idx[-1] >= n or np.any(idx[1:] <= idx[:-1]))):
+        raise MpisgdError(f"wire: a pairs block of a full sync has a count outside [0, {m}] or "
+                          f"indices outside [0, {n}) or not strictly increasing")
+    total[idx] += head[3 : 3 + nnz]
+    total[n] += head[1]
+    total[n + 1] += head[0]
+
+
+def sync_levels_of(x, c, k, uniform, compress):
+    """Integer levels q = SR(L·x/c) of one learner's x (an (…, n + 2) array of
+    [u, b − r_b, α − 1]) with shared scales c = [c_u, c_b, c_α], as int64."""
+    L = sync_format(k, compress)[1]
+    n = x.shape[-1] - 2
+    scale = np.empty(x.shape[-1])
+    scale[:n], scale[n], scale[n + 1] = c[0], c[1], c[2]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        y = np.where(scale > 0, x * L / scale, 0.0)
+    lo = np.floor(y)
+    return (lo + (uniform < y - lo)).astype(np.int64)
+
+
+def sync_unlevel(total, c, k, r_bias, compress):
+    """Σz = [Σu, Σb, Σα] from the summed levels (their inverse)."""
+    L = sync_format(k, compress)[1]
+    n = len(total) - 2
+    out = np.empty(n + 2)
+    out[:n] = total[:n] * (c[0] / L)
+    out[n] = total[n] * (c[1] / L) + k * r_bias
+    out[n + 1] = total[n + 1] * (c[2] / L) + k
+    return out
+
+
+def _check_buffer(buf):
+    if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1):
+        raise MpisgdError(f"wire: a model message is a 1-D uint8 buffer, not {type(buf).__name__} "
+                          f"{getattr(buf, 'dtype', '')}{getattr(buf, 'shape', '')}")

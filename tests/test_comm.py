@@ -66,3 +66,131 @@ def test_run_config_is_checked():
     with pytest.raises(MpisgdError, match="poll_rows"):
         RunConfig(poll_rows=0)
     assert json.dumps(RunConfig().as_dict())
+
+
+# -- full syncs over MPI (docs/WIRE.md, "Full syncs"): mpiexec -n 2 and -n 3 ----------------
+
+
+def _sync_setup(n, compress, models, asynchronous=False):
+    """Every rank's learner takes models[rank] (z relative to r = 0); returns (comm, learners, transport)."""
+    from mpi4py import MPI
+
+    from mpisgd.comm import CountingComm, MPITransport
+    from mpisgd.learners import OnlineLearners
+
+    comm = CountingComm(MPI.COMM_WORLD.Dup())
+    learners = OnlineLearners(1, n, loss="log", compress=compress)
+    tr = MPITransport(comm, learners, asynchronous=asynchronous)
+    learners.set_models([0], models[comm.rank])
+    return comm, learners, tr
+
+
+def _models(k, n, touched, seed=5):
+    """k models z = [u, b, α], u non-zero on `touched` coordinates each."""
+    rng = np.random.default_rng(seed)
+    z = np.zeros((k, n + 2))
+    for l in range(k):
+        z[l, rng.choice(n, size=touched, replace=False)] = rng.standard_normal(touched)
+    z[:, n] = rng.standard_normal(k)
+    z[:, n + 1] = 1.0 + 0.01 * rng.standard_normal(k)
+    return z
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("touched, method", [(3, "pairs"), (400, "dense")])
+def test_full_sync_is_the_exact_mean_sparse_or_dense(touched, method):
+    """Uncompressed: r becomes the mean of every rank's model, by pairs when
+    few coordinates are touched (bytes growing with them) or densely."""
+    from mpisgd import wire
+
+    n = 500
+    from mpi4py import MPI
+
+    k = MPI.COMM_WORLD.Get_size()
+    z = _models(k, n, touched)
+    comm, learners, tr = _sync_setup(n, "none", z)
+    tr.full_sync()
+    mean = z.mean(axis=0)
+    r, r_bias = learners.reference
+    np.testing.assert_allclose(r, mean[n + 1] * 0.0 + mean[:n], rtol=1e-12, atol=1e-15)  # r was 0: r = ū
+    assert abs(r_bias - mean[n]) < 1e-12
+    assert learners.distances()[0] == 0.0 and learners.R == pytest.approx(float(r @ r))
+    assert wire.sync_pairs(n, k, "none", touched) == (method == "pairs")
+    block = wire.sync_block_nbytes(touched)
+    sent = comm.counters()["sent"]["full_sync"]
+    want = 8 + (block if method == "pairs" else wire.dense_nbytes(n))  # the probe, then the exchange
+    assert sent == {"messages": 2, "bytes": want}
+    received = comm.counters()["received"]["full_sync"]["bytes"]
+    assert received == 8 + (k * block if method == "pairs" else wire.dense_nbytes(n))
+    comm.comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("compress", ["fp16", "q8"])
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_quantized_full_sync_equals_the_simulator_and_is_near_the_mean(compress, asynchronous):
+    """Compressed: the levels of every rank, summed in integers, give the
+    simulator's reference exactly (the same draws) and lie within one level of
+    the exact mean per coordinate; blocking or nonblocking alike."""
+    from mpi4py import MPI
+
+    from mpisgd import wire
+    from mpisgd.learners import OnlineLearners
+    from mpisgd.simulator import SimTransport
+
+    n = 300
+    k = MPI.COMM_WORLD.Get_size()
+    z = _models(k, n, 200, seed=8)
+    comm, learners, tr = _sync_setup(n, compress, z, asynchronous)
+    if asynchronous:
+        from mpisgd.comm import _wait
+
+        _wait(tr._join_full_sync())
+    else:
+        tr.full_sync()
+    sim = OnlineLearners(k, n, loss="log", compress=compress)
+    for l in range(k):
+        sim.set_models([l], z[l])
+    SimTransport(sim).full_sync()
+    r, r_bias = learners.reference
+    np.testing.assert_array_equal(r, sim.reference[0])
+    assert r_bias == sim.reference[1]
+    mean = z.mean(axis=0)
+    levels = wire.sync_format(k, compress)[1]
+    step = np.abs(z[:, :n]).max() / levels  # one level of the shared scale
+    assert np.all(np.abs(r - mean[:n]) <= step * (1 + 1e-12))
+    assert abs(r_bias - mean[n]) <= np.abs(z[:, n]).max() / levels
+    sent = comm.counters()["sent"]["full_sync"]
+    assert sent == {"messages": 2, "bytes": 32 + wire.sync_dense_nbytes(n, k, compress)}
+    comm.comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
+def test_compressed_messages_keep_the_rounding_error_with_the_sender():
+    """A follower's q8 balance reply is remembered as rank 0 decodes it: when
+    the balanced model comes back, the follower keeps u − Q(u), so the set's
+    sum is off only by the rounding of the model sent down."""
+    from mpi4py import MPI
+
+    n = 40
+    k = MPI.COMM_WORLD.Get_size()
+    z = _models(k, n, 30, seed=2)
+    comm, learners, tr = _sync_setup(n, "q8", z)
+    ids = list(range(k))
+    if tr.coordinating:
+        got = tr.fetch(ids)
+        tr.open_resolution()
+        tr.send_balanced(ids, got.mean(axis=0), False)
+        tr.close_resolution()
+    else:
+        tr.serve()
+    tr.complete_sends()
+    mine = learners.models([0])[0]
+    every = np.array(MPI.COMM_WORLD.allgather(mine))
+    sent = np.array(MPI.COMM_WORLD.bcast(got if tr.coordinating else None, root=0))
+    c = np.abs(sent.mean(axis=0)[:n]).max()
+    # Σ after = k·Q(mean of the sent) + Σ (z − sent); Q within one level c/127 of the mean
+    want = z.sum(axis=0) - sent.sum(axis=0) + k * sent.mean(axis=0)
+    assert np.all(np.abs(every.sum(axis=0)[:n] - want[:n]) <= k * c / 127 * (1 + 1e-9))
+    np.testing.assert_allclose(every[1:, n + 1], sent.mean(axis=0)[n + 1])  # α exact
+    comm.comm.Free()

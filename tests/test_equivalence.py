@@ -32,6 +32,12 @@ CASES = [
     ["--protocol", "fda", "--theta", "0.5", "--period", "2"],
     ["--protocol", "fda", "--theta", "0.2", "--period", "3", "--fda-directions", "2"],
     ["--protocol", "fda", "--theta", "0.5", "--period", "2", "--fda-lag", "0"],
+    # compressed model messages and full syncs (docs/WIRE.md): the same draws on both sides
+    ["--protocol", "dynamic", "--delta", "0.2", "--period", "2", "--compress", "q8"],
+    ["--protocol", "dynamic", "--delta", "0.3", "--augmentation", "random-double", "--compress", "fp16"],
+    ["--protocol", "static", "--period", "3", "--compress", "q8"],
+    # sparse full syncs: n = 30 features, so the pairs of k ≤ 3 learners can be the smaller
+    ["--protocol", "static", "--period", "1"],
 ]
 
 

@@ -131,6 +131,152 @@ def test_wire_refuses_what_is_not_a_byte_buffer():
         wire.decode(np.zeros(3, np.float64), 1)
 
 
+# compressed messages (--compress) and the pairs blocks of a full sync
+
+WIDTH = {"fp16": 2, "q8": 1}
+
+
+def naive_decode_compressed(buf, n, compress):
+    """The compressed format of mpisgd/wire.py read field by field; None if invalid."""
+    raw, w = bytes(buf), WIDTH[compress]
+    if len(raw) < 24:
+        return None
+    alpha, bias = np.frombuffer(raw[:16], "<f8")
+    c = float(np.frombuffer(raw[16:20], "<f4")[0])
+    m = int(np.frombuffer(raw[20:24], "<i4")[0])
+    body = raw[24:]
+    if not (np.isfinite(c) and c >= 0):
+        return None
+
+    def values(b):
+        return [c * (v / 127 if compress == "q8" else float(v))
+                for v in np.frombuffer(b, "<i1" if compress == "q8" else "<f2")]
+
+    z = [0.0] * (n + 2)
+    if m >= 0 and len(body) == (4 + w) * m:
+        idx = [int(i) for i in np.frombuffer(body[: 4 * m], "<i4")]
+        if any(not 0 <= i < n for i in idx) or any(b <= a for a, b in zip(idx, idx[1:])):
+            return None
+        for i, v in zip(idx, values(body[4 * m :])):
+            z[i] = v
+    elif m == -2 and len(body) >= (n + 7) // 8:
+        nb = (n + 7) // 8
+        bits = [(body[j // 8] >> (j % 8)) & 1 for j in range(8 * nb)]
+        if any(bits[n:]) or sum(bits) * w != len(body) - nb:
+            return None
+        for i, v in zip([j for j in range(n) if bits[j]], values(body[nb:])):
+            z[i] = v
+    elif m == -1 and len(body) == w * n:
+        z[:n] = values(body)
+    else:
+        return None
+    z[n], z[n + 1] = bias, alpha
+    return np.array(z, dtype=np.float64)
+
+
+def check_decode_compressed(buf, n, compress):
+    expected = naive_decode_compressed(buf, n, compress)
+    if expected is None:
+        with pytest.raises(MpisgdError, match="wire: "):
+            wire.decode_compressed(buf, n, compress)
+    else:
+        np.testing.assert_array_equal(wire.decode_compressed(buf, n, compress), expected)
+
+
+def compressed_of(seed):
+    """(n, idx, vals, alpha, bias, compress, uniform): a valid compressed message's parts."""
+    rng = np.random.default_rng(seed)
+    n, idx, _vals, alpha, bias = message_of(seed)
+    vals = rng.standard_normal(len(idx)) * 10.0 ** rng.integers(-30, 30)
+    return n, idx, vals, alpha, bias, ("fp16", "q8")[seed % 2], rng.random(len(idx))
+
+
+@share(0.2)
+@given(st.integers(0, 2**63).map(compressed_of))
+def test_wire_compressed_round_trip(message):
+    """Decoded within one level of u, α and b exact, the size of model_nbytes."""
+    n, idx, vals, alpha, bias, compress, uniform = message
+    buf = wire.encode_compressed(alpha, bias, idx, vals, n, compress, uniform)
+    assert len(buf) == wire.model_nbytes(len(idx), n, compress)
+    z = wire.decode_compressed(buf, n, compress)
+    check_decode_compressed(buf, n, compress)
+    c = float(np.float32(np.abs(vals).max())) * (1 + 1e-7) if len(idx) else 0.0
+    assert np.all(np.abs(z[idx] - vals) <= c / 127 + 1e-300)
+    np.testing.assert_array_equal(z[[n, n + 1]], [bias, alpha])
+
+
+@share(0.5)
+@given(st.integers(0, 2**63).map(compressed_of),
+       st.lists(st.tuples(st.sampled_from(["flip", "cut", "add", "head"]), st.integers(0, 10**6),
+                          st.integers(-(2**31), 2**31 - 1)), min_size=1, max_size=4))
+def test_wire_compressed_mutated_messages(message, mutations):
+    """Bytes flipped, cut, added, or the layout word overwritten with any int32."""
+    n, idx, vals, alpha, bias, compress, uniform = message
+    buf = bytearray(wire.encode_compressed(alpha, bias, idx, vals, n, compress, uniform).tobytes())
+    for kind, pos, value in mutations:
+        if kind == "flip" and buf:
+            buf[pos % len(buf)] ^= 1 << (value % 8)
+        elif kind == "cut" and buf:
+            del buf[pos % len(buf):]
+        elif kind == "add":
+            buf += bytes([value % 256]) * (1 + pos % 12)
+        elif kind == "head" and len(buf) >= 24:
+            buf[20:24] = np.int32(value % 4 - 2 if pos % 2 else value).tobytes()
+    check_decode_compressed(np.frombuffer(bytes(buf), np.uint8), n, compress)
+
+
+@share(0.3)
+@given(st.binary(max_size=400), st.integers(0, 80), st.sampled_from(["fp16", "q8"]))
+def test_wire_compressed_random_bytes(raw, n, compress):
+    check_decode_compressed(np.frombuffer(raw, np.uint8), n, compress)
+
+
+def naive_sum_blocks(raw, n, m):
+    """Σz of pairs blocks read field by field; None if invalid."""
+    size = 24 + 12 * m
+    if len(raw) % size:
+        return None
+    total = np.zeros(n + 2)
+    for b in range(len(raw) // size):
+        block = raw[b * size : (b + 1) * size]
+        head = np.frombuffer(block[: 24 + 8 * m], "<f8")
+        count = head[2]
+        if not (0 <= count <= m and count == int(count)):
+            return None
+        count = int(count)
+        idx = [int(i) for i in np.frombuffer(block[24 + 8 * m :], "<i4")[:count]]
+        if any(not 0 <= i < n for i in idx) or any(b2 <= a for a, b2 in zip(idx, idx[1:])):
+            return None
+        for i, v in zip(idx, head[3 : 3 + count]):
+            total[i] += v
+        total[n] += head[1]
+        total[n + 1] += head[0]
+    return total
+
+
+@share(0.3)
+@given(st.integers(0, 2**63), st.integers(0, 6), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 7)),
+                                                        max_size=3))
+def test_wire_pairs_blocks(seed, m, flips):
+    """Valid blocks (3 ranks) with bits flipped: the twin's sum, or refused."""
+    parts = []
+    for r in range(3):
+        n, idx, vals, alpha, bias = message_of(seed + r)
+        parts.append((idx[:m], vals[:m], alpha, bias))
+    n = 64
+    raw = bytearray(np.concatenate([wire.encode_block(a, b, i, v, m) for i, v, a, b in parts]).tobytes())
+    for pos, bit in flips:
+        raw[pos % len(raw)] ^= 1 << bit
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = naive_sum_blocks(bytes(raw), n, m)
+    buf = np.frombuffer(bytes(raw), np.uint8)
+    if expected is None:
+        with pytest.raises(MpisgdError, match="wire: "):
+            wire.sum_blocks(buf, n, m)
+    else:
+        np.testing.assert_array_equal(wire.sum_blocks(buf, n, m), expected)
+
+
 # -- LIBSVM ----------------------------------------------------------------------------
 
 

@@ -37,3 +37,171 @@ def test_sparse_indices_outside_u_or_out_of_order_are_refused(idx):
     buf[16 + 8 * len(idx):].view(np.int32)[:] = idx
     with pytest.raises(MpisgdError, match=r"indices outside \[0, 10\) or not strictly increasing"):
         wire.decode(buf, 10)
+
+
+# -- compressed messages --------------------------------------------------------------------
+
+
+def _parts(n, nnz, seed):
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.choice(n, size=nnz, replace=False)).astype(np.int32)
+    return idx, rng.normal(size=nnz) * 10.0 ** rng.integers(-3, 3)
+
+
+@pytest.mark.parametrize("compress", ["fp16", "q8"])
+@pytest.mark.parametrize("n, nnz, layout", [(10, 0, 0), (10, 1, -2), (10, 10, -1), (1000, 17, 17), (1000, 300, -2),
+                                            (1000, 1000, -1), (3, 3, -1), (64, 1, 1), (64, 5, -2)])
+def test_compressed_round_trip_size_and_layout(compress, n, nnz, layout):
+    idx, vals = _parts(n, nnz, n + nnz)
+    uniform = wire.uniforms([4], [9], nnz)[0]
+    buf = wire.encode_compressed(0.75, -1.5, idx, vals, n, compress, uniform)
+    assert len(buf) == wire.model_nbytes(nnz, n, compress)
+    assert int(buf[20:24].view(np.int32)[0]) == layout
+    z = wire.decode_compressed(buf, n, compress)
+    assert (z[n], z[n + 1]) == (-1.5, 0.75)  # α and b exact
+    assert np.count_nonzero(z[:n][np.setdiff1d(np.arange(n), idx)]) == 0
+    c = np.abs(vals).max() if nnz else 0.0
+    step = c / 127 if compress == "q8" else c * 2.0**-10  # one level; the float16 spacing below 1
+    assert np.all(np.abs(z[idx] - vals) <= step * (1 + 1e-6))
+
+
+def naive_round(x, uniform, compress):
+    """Stochastic rounding of each x_i ∈ [−1, 1], one at a time: the two
+    representable neighbours, the upper with probability (x − lo)/(hi − lo)."""
+    out = []
+    for xi, ui in zip(x, uniform):
+        if compress == "q8":
+            grid = np.arange(-127, 128) / 127
+        else:
+            f = np.float16(xi)
+            grid = np.array([np.nextafter(f, np.float16(-np.inf)), f, np.nextafter(f, np.float16(np.inf))],
+                            dtype=np.float64)
+        if np.any(grid == xi):
+            out.append(float(xi))
+            continue
+        lo, hi = grid[grid < xi].max(), grid[grid > xi].min()
+        out.append(hi if ui < (xi - lo) / (hi - lo) else lo)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("compress", ["fp16", "q8"])
+def test_quantizer_matches_its_numpy_twin(compress):
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.uniform(-1, 1, 500), [-1.0, 1.0, 0.0, 1e-9, -3e-8, 0.5]])
+    uniform = wire.uniforms([2], [3], len(x))[0]
+    q = wire.quantize(x, uniform, compress)
+    got = q.astype(np.float64) / 127 if compress == "q8" else q.astype(np.float64)
+    np.testing.assert_array_equal(got, naive_round(x, uniform, compress))
+
+
+@pytest.mark.parametrize("compress", ["fp16", "q8"])
+def test_compressed_messages_are_unbiased(compress):
+    """E[decoded] = u: the mean of 4,000 messages of one model (learner 7's
+    messages 0 … 3999) within 4.5 standard errors of u on every coordinate."""
+    n, trials = 12, 4000
+    u = np.array([0.3, -0.7, 1e-3, 0.9999, -0.25, 0.126, 0.0049, -0.5, 0.77, 1.0, -0.01, 0.33]) * 2.5
+    idx = np.arange(n, dtype=np.int32)
+    draws = wire.uniforms(np.full(trials, 7), np.arange(trials), n)
+    got = np.array([wire.decode_compressed(wire.encode_compressed(1.0, 0.0, idx, u, n, compress, d), n,
+                                           compress)[:n] for d in draws])
+    spread = got.std(axis=0) / np.sqrt(trials)
+    assert np.all(np.abs(got.mean(axis=0) - u) <= 4.5 * spread + 1e-15)
+    assert got.std(axis=0).max() > 0  # really random
+
+
+def test_uniforms_are_per_message_and_in_range():
+    a = wire.uniforms([1, 2, 1], [0, 0, 1], 1000)
+    assert a.shape == (3, 1000) and a.min() >= 0 and a.max() < 1
+    np.testing.assert_array_equal(a[1], wire.uniforms([2], [0], 1000)[0])  # a row does not depend on the others
+    assert not np.array_equal(a[0], a[2]) and not np.array_equal(a[0], a[1])
+    assert abs(a.mean() - 0.5) < 0.02
+
+
+@pytest.mark.parametrize("compress", ["fp16", "q8"])
+def test_compressed_bad_messages_are_refused(compress):
+    n = 100
+    idx = np.array([3, 50], np.int32)
+    good = wire.encode_compressed(1.0, 0.0, idx, np.array([1.0, -2.0]), n, compress, np.zeros(2))
+    assert int(good[20:24].view(np.int32)[0]) == 2  # the list layout
+    for bad_idx in ([50, 3], [3, 3], [-1, 3], [3, 100]):
+        buf = good.copy()
+        buf[24:32].view(np.int32)[:] = bad_idx
+        with pytest.raises(MpisgdError, match=r"indices outside \[0, 100\)"):
+            wire.decode_compressed(buf, n, compress)
+    for c in (np.nan, -1.0, np.inf):
+        buf = good.copy()
+        buf[16:20].view(np.float32)[0] = c
+        with pytest.raises(MpisgdError, match="scale"):
+            wire.decode_compressed(buf, n, compress)
+    for m in (-3, 3, 2**31 - 1):
+        buf = good.copy()
+        buf[20:24].view(np.int32)[0] = m
+        with pytest.raises(MpisgdError, match="does not fit n_features=100"):
+            wire.decode_compressed(buf, n, compress)
+    with pytest.raises(MpisgdError, match="shorter than its header"):
+        wire.decode_compressed(good[:23], n, compress)
+    mask = wire.encode_compressed(1.0, 0.0, np.arange(0, 100, 3, dtype=np.int32), np.ones(34), n, compress,
+                                  np.zeros(34))
+    assert int(mask[20:24].view(np.int32)[0]) == -2
+    beyond = mask.copy()
+    beyond[24 + 12] |= 0x80  # bit 103 ≥ n
+    with pytest.raises(MpisgdError, match="mask does not fit"):
+        wire.decode_compressed(beyond, n, compress)
+    extra = mask.copy()
+    extra[24] |= 0x02  # one more set bit than values
+    with pytest.raises(MpisgdError, match="mask does not fit"):
+        wire.decode_compressed(extra, n, compress)
+
+
+def test_compress_names_are_checked():
+    with pytest.raises(MpisgdError, match="compress: unknown 'int4'"):
+        wire.check_compress("int4")
+
+
+# -- full syncs -------------------------------------------------------------------------------
+
+
+def test_pairs_blocks_sum_in_order_and_refuse_bad_blocks():
+    n, m = 20, 4
+    blocks = [wire.encode_block(1.0, 0.5, np.array([1, 7], np.int32), np.array([2.0, 3.0]), m),
+              wire.encode_block(0.5, -1.0, np.array([0, 1, 19, 2][:3], np.int32), np.array([1.0, 1.0, 4.0]), m),
+              wire.encode_block(1.0, 0.0, np.zeros(0, np.int32), np.zeros(0), m)]
+    assert all(len(b) == wire.sync_block_nbytes(m) == 24 + 12 * m for b in blocks)
+    total = wire.sum_blocks(np.concatenate(blocks), n, m)
+    want = np.zeros(n + 2)
+    want[[1, 7]] += [2.0, 3.0]
+    want[[0, 1, 19]] += [1.0, 1.0, 4.0]
+    want[n], want[n + 1] = -0.5, 2.5
+    np.testing.assert_array_equal(total, want)
+    for count, idx in ((5, [0, 1]), (-1, [0, 1]), (1.5, [0, 1]), (2, [1, 1]), (2, [0, 20]), (2, [-1, 0])):
+        bad = blocks[0].copy()
+        bad[16:24].view(np.float64)[0] = count
+        bad[24 + 8 * m : 24 + 8 * m + 8].view(np.int32)[:] = idx
+        with pytest.raises(MpisgdError, match="pairs block"):
+            wire.sum_blocks(bad, n, m)
+    with pytest.raises(MpisgdError, match="whole pairs blocks"):
+        wire.sum_blocks(blocks[0][:-1], n, m)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 258, 259, 512, 4095, 4096, 10**5])
+@pytest.mark.parametrize("compress", ["fp16", "q8"])
+def test_quantized_sums_cannot_overflow(k, compress):
+    dtype, levels = wire.sync_format(k, compress)
+    assert k * levels <= np.iinfo(dtype).max and levels >= 8
+    assert wire.sync_dense_nbytes(10, k, compress) == 12 * np.dtype(dtype).itemsize
+
+
+def test_quantized_sum_is_unbiased():
+    """E[c·Σq/L] = Σx for the levels of a full sync (3 learners, 3,000 syncs)."""
+    k, n, trials = 3, 6, 3000
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (k, n + 2))
+    c = np.abs(x).max(axis=0)[[0, n, n + 1]]
+    c[0] = np.abs(x[:, :n]).max()
+    sums = np.empty((trials, n + 2))
+    for t in range(trials):
+        q = wire.sync_levels_of(x, c, k, wire.uniforms(np.arange(k), np.full(k, t), n + 2), "q8")
+        sums[t] = wire.sync_unlevel(q.sum(axis=0), c, k, 0.0, "q8")
+        sums[t, n + 1] -= k  # x holds α − 1 already
+    se = sums.std(axis=0) / np.sqrt(trials)
+    assert np.all(np.abs(sums.mean(axis=0) - x.sum(axis=0)) <= 4.5 * se)

@@ -82,6 +82,9 @@ def add_learner_arguments(g):
     g.add_argument("--aggressiveness", "-C", type=float, default=1.0, help="C of pa-i and pa-ii")
     g.add_argument("--ties-are-not-errors", dest="ties_are_errors", action="store_false",
                    help="do not count a prediction p = 0 as an error")
+    g.add_argument("--compress", default="none", metavar="{none,fp16,q8}",
+                   help="model messages and full syncs: exact (none), or u quantized with unbiased "
+                   "stochastic rounding to float16 or 8-bit levels (docs/WIRE.md)")
 
 
 def protocol_config(args):
@@ -105,8 +108,14 @@ def delta_auto_line(auto):
 
 def learner_args(args):
     """Keyword arguments of ``mpisgd.learners.OnlineLearners``."""
+    from mpisgd.errors import MpisgdError
+    from mpisgd.wire import check_compress
+
+    check_compress(args.compress)
+    if args.compress != "none" and args.protocol in ("none", "central"):
+        raise MpisgdError(f"compress: protocol {args.protocol!r} sends no models; use --compress none")
     return {"loss": args.loss, "loss_param": args.loss_param, "schedule": args.schedule,
             "eta0": args.eta0, "lam": args.lam, "t0": args.t0, "power": args.power,
             "fit_intercept": args.fit_intercept, "regularize_bias": args.regularize_bias,
             "average": args.average, "ties_are_errors": args.ties_are_errors,
-            "rule": args.rule, "aggressiveness": args.aggressiveness}
+            "rule": args.rule, "aggressiveness": args.aggressiveness, "compress": args.compress}

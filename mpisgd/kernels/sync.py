@@ -1,0 +1,51 @@
+"""The dense passes of a full sync (docs/WIRE.md, "Full syncs"), one before
+its exchange and one after: a learner's contribution z = [s·v, b, α] with the
+count and scale that decide the exchange, and the new reference from the sum
+of every learner's z."""
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def contributions(ids, alpha, s, V, bias, r_bias, out, nnz, scales):
+    """out[i] = z of learner ids[i] = [s·v, b, α]; nnz[i] = the non-zeros of its v;
+    scales[i] = [max_j |u_j|, |b − r_b|, |α − 1|] (the shared scales of a quantized sum)."""
+    n = V.shape[1]
+    for i in range(ids.shape[0]):
+        l = ids[i]
+        c = 0
+        top = 0.0
+        for j in range(n):
+            u = s[l] * V[l, j]
+            out[i, j] = u
+            c += V[l, j] != 0.0
+            top = max(top, abs(u))
+        out[i, n] = bias[l]
+        out[i, n + 1] = alpha[l]
+        nnz[i] = c
+        scales[i, 0] = top
+        scales[i, 1] = abs(bias[l] - r_bias)
+        scales[i, 2] = abs(alpha[l] - 1.0)
+
+
+@njit(cache=True)
+def reference_from_sum(total, k, r):
+    """r ← ᾱ·r + ū with z̄ = total/k = [ū, b̄, ᾱ] (a loop the compiler
+    vectorizes; R = ‖r‖² is left to one BLAS dot)."""
+    n = r.shape[0]
+    a = total[n + 1] / k
+    for j in range(n):
+        r[j] = a * r[j] + total[j] / k
+
+
+@njit(cache=True)
+def nonzero_indices(u, bound):
+    """The indices j of u_j ≠ 0, increasing, as int32 (at most ``bound`` of them)."""
+    out = np.empty(bound, np.int32)
+    c = 0
+    for j in range(u.shape[0]):
+        if u[j] != 0.0:
+            out[c] = j
+            c += 1
+    return out[:c]
