@@ -28,6 +28,10 @@ from mpisgd.errors import MpisgdError
 CATEGORIES = ("violation", "balance_request", "balance_reply", "balance_result", "full_sync", "control")
 CONTROL_BYTES = 8  # one int64
 PILOT_BYTES = 16  # --delta auto: one learner's pilot statistics (Σ, rows), two float64, in an Allgather
+# An uncompressed full sync probes for a sparse exchange only when its dense sum is larger than this: below
+# it the sum is latency-bound (α/β ≈ 12 KB on the 10gbe and ib100 presets, docs/NETWORK.md), so the
+# probe's extra collective would cost more than any bytes the pairs could save.
+SYNC_PROBE_MIN_BYTES = 8192
 
 
 def model_nbytes(nnz, n, compress="none"):
@@ -292,7 +296,7 @@ def sync_probe_size(n, k, compress):
     """float64 entries of the probe, 0 when there is none."""
     if compress != "none":
         return 4
-    return 1 if 24 * k < dense_nbytes(n) else 0
+    return 1 if 24 * k < dense_nbytes(n) and dense_nbytes(n) > SYNC_PROBE_MIN_BYTES else 0
 
 
 def sync_block_nbytes(m):

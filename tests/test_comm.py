@@ -97,13 +97,13 @@ def _models(k, n, touched, seed=5):
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("touched, method", [(3, "pairs"), (400, "dense")])
+@pytest.mark.parametrize("touched, method", [(3, "pairs"), (1500, "dense")])
 def test_full_sync_is_the_exact_mean_sparse_or_dense(touched, method):
     """Uncompressed: r becomes the mean of every rank's model, by pairs when
     few coordinates are touched (bytes growing with them) or densely."""
     from mpisgd import wire
 
-    n = 500
+    n = 2000  # a dense sum over wire.SYNC_PROBE_MIN_BYTES: the probe is made
     from mpi4py import MPI
 
     k = MPI.COMM_WORLD.Get_size()

@@ -24,9 +24,9 @@ def _learners(k, n, compress, touched, seed=0):
     return L, z
 
 
-@pytest.mark.parametrize("touched, pairs", [(2, True), (150, False)])
+@pytest.mark.parametrize("touched, pairs", [(2, True), (1500, False)])
 def test_uncompressed_full_sync_is_the_exact_mean(touched, pairs):
-    k, n = 3, 200
+    k, n = 3, 2000  # a dense sum over wire.SYNC_PROBE_MIN_BYTES: the probe is made
     L, z = _learners(k, n, "none", touched)
     tr = SimTransport(L)
     tr.full_sync()

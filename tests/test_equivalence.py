@@ -16,7 +16,7 @@ import pytest
 
 from mpisgd.data.synthetic import DisjunctionStream, write_learner_shards
 from mpisgd.model import LinearModel
-from mpisgd.wire import CATEGORIES
+from mpisgd.wire import CATEGORIES, dense_nbytes
 
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
 
@@ -36,8 +36,12 @@ CASES = [
     ["--protocol", "dynamic", "--delta", "0.2", "--period", "2", "--compress", "q8"],
     ["--protocol", "dynamic", "--delta", "0.3", "--augmentation", "random-double", "--compress", "fp16"],
     ["--protocol", "static", "--period", "3", "--compress", "q8"],
-    # sparse full syncs: n = 30 features, so the pairs of k ≤ 3 learners can be the smaller
+]
+# sparse full syncs: on 1,100 features a dense sum is over wire.SYNC_PROBE_MIN_BYTES, and the
+# pairs of k ≤ 3 learners touched for b rounds are the smaller (docs/WIRE.md, "Full syncs")
+WIDE_CASES = [
     ["--protocol", "static", "--period", "1"],
+    ["--protocol", "dynamic", "--delta", "0.3", "--period", "2"],
 ]
 
 
@@ -46,14 +50,23 @@ def _env():
     return env
 
 
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory):
+def _shards(tmp_path_factory, n_features):
     out = {}
     for k in (2, 3):
-        d = tmp_path_factory.mktemp(f"shards{k}")
-        stream = DisjunctionStream(30, k, seed=11, drift_prob=0.01)
+        d = tmp_path_factory.mktemp(f"shards{k}-{n_features}")
+        stream = DisjunctionStream(n_features, k, seed=11, drift_prob=0.01)
         out[k] = write_learner_shards(stream, 400, str(d))
     return out
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    return _shards(tmp_path_factory, 30)
+
+
+@pytest.fixture(scope="module")
+def wide_shards(tmp_path_factory):
+    return _shards(tmp_path_factory, 1100)
 
 
 def _train(k, paths, args, out):
@@ -78,9 +91,23 @@ def _simulate(paths, args, out):
 @pytest.mark.parametrize("k", [2, 3])
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_simulate_equals_train_sync(k, case, shards, tmp_path):
-    args = CASES[case]
-    report, model = _train(k, shards[k], args, tmp_path / "train")
-    sim = _simulate(shards[k], args, tmp_path / "sim")
+    _assert_equal(shards[k], CASES[case], k, tmp_path)
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("case", range(len(WIDE_CASES)))
+def test_simulate_equals_train_sync_sparse_full_syncs(k, case, wide_shards, tmp_path):
+    _assert_equal(wide_shards[k], WIDE_CASES[case], k, tmp_path)
+    report = json.loads((tmp_path / "train" / "report.json").read_text())
+    fs = report["communication"]["sent"]["full_sync"]
+    syncs = report["protocol"]["full_syncs"]["total"] - report["protocol"]["full_syncs"]["augmented"] - 1
+    assert syncs > 0 and fs["bytes"] < k * dense_nbytes(1100) * (1 + syncs) / 2  # the pairs were used
+
+
+def _assert_equal(paths, args, k, tmp_path):
+    report, model = _train(k, paths, args, tmp_path / "train")
+    sim = _simulate(paths, args, tmp_path / "sim")
     comm = report["communication"]
     for c in CATEGORIES:
         got = (sim["messages_sent"][c], sim["bytes_sent"][c], sim["messages_received"][c], sim["bytes_received"][c])
