@@ -151,6 +151,12 @@ class ProtocolConfig:
         return self.name in ("static", "dynamic", "fda")
 
     @property
+    def monitoring(self):
+        """fda: every check is one small reduction of every learner's summary, and a
+        full sync follows when the estimated variance exceeds Θ (§8); no coordinator."""
+        return self.name == "fda"
+
+    @property
     def directions(self):
         """J, the projections each learner keeps (``OnlineLearners(directions=J)``)."""
         return int(self.fda_directions) if self.name == "fda" else 0

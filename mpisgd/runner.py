@@ -120,7 +120,7 @@ class Run:
         self.observer = observer
         self.central = config.protocol.central
         self.asynchronous = config.protocol.asynchronous(config.mode, self.size)
-        if config.protocol.name == "fda" and (checkpointer is not None or resume is not None):
+        if config.protocol.monitoring and (checkpointer is not None or resume is not None):
             raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
                               "do not support fda yet")
         self.checkpointer = checkpointer

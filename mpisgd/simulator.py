@@ -643,7 +643,7 @@ class Simulation:
             "drifts": self.drifts.tolist(), "drift_window": self.drift_window,
             "phase_messages": self.phase_messages, "phase_errors": self.phase_errors,
             "phase_rounds": self.phase_rounds,
-            **({"fda": self.fda_diagnostics()} if self.protocol.name == "fda" else {}),
+            **({"fda": self.fda_diagnostics()} if self.protocol.monitoring else {}),
             "timeline": self.timeline,
             "coef": coef, "intercept": intercept,
             **({"network": self.predict()} if self.log is not None else {}),
