@@ -373,6 +373,14 @@ def _shard_sizes(pieces, jobs, router):
     return sizes
 
 
+def _shard_writer(out_dir, name, split, k, nf, dtype, compression, size, attrs):
+    """The ShardWriter of shard k of ``split`` (sname, rows, K), allocated at ``size`` (rows, nnz)."""
+    sname, _m, K = split
+    path = os.path.join(out_dir, f"{name}{'-' + sname if sname else ''}-{k:05d}.h5")
+    return ShardWriter(path, nf, np.dtype(dtype), compression, size=size, shard_index=k, shard_count=K,
+                       split=sname or "", **attrs)
+
+
 def _write_in_place(c, piece, row0, j0, jobs, my_jobs, splits, shift, mapping, layout,
                     test_fraction, split_seed, out_dir, name, nf, dtype, compression, attrs):
     """Pass 2 without a shuffle: a rank's rows of each shard are a contiguous
@@ -390,11 +398,7 @@ def _write_in_place(c, piece, row0, j0, jobs, my_jobs, splits, shift, mapping, l
     writers, parts = {}, {}
     try:
         for s, k in my_jobs:
-            sname, m, K = splits[s]
-            path = os.path.join(out_dir, f"{name}{'-' + sname if sname else ''}-{k:05d}.h5")
-            writers[(s, k)] = ShardWriter(path, nf, np.dtype(dtype), compression,
-                                          size=total[(s, k)], shard_index=k, shard_count=K,
-                                          split=sname or "", **attrs)
+            writers[(s, k)] = _shard_writer(out_dir, name, splits[s], k, nf, dtype, compression, total[(s, k)], attrs)
         layouts = {}
         for d in c.allgather({job: w.layout() for job, w in writers.items()}):
             layouts.update(d)
@@ -452,11 +456,7 @@ def _write_shuffled(pieces, jobs, splits, shift, mapping, shuffle_seed, layout, 
                                                 split_seed))
     try:
         for s, k in jobs:
-            sname, m, K = splits[s]
-            path = os.path.join(out_dir, f"{name}{'-' + sname if sname else ''}-{k:05d}.h5")
-            writers[(s, k)] = ShardWriter(path, nf, np.dtype(dtype), compression,
-                                          size=sizes[(s, k)], shard_index=k, shard_count=K,
-                                          split=sname or "", **attrs)
+            writers[(s, k)] = _shard_writer(out_dir, name, splits[s], k, nf, dtype, compression, sizes[(s, k)], attrs)
             held[(s, k)] = []
         router = _Router(splits, layout, shuffle_seed, test_fraction, split_seed)
         for piece in pieces:
