@@ -22,6 +22,7 @@ Every rank is one learner: learner l is rank l, and its model lives in an
 ``OnlineLearners(k=1)`` (index 0 locally).
 """
 
+import os
 import time
 
 import numpy as np
@@ -585,7 +586,7 @@ class MPITransport:
     def serve_until_finish(self):
         """Follower, async, after its last round: answer rank 0 until FINISH."""
         while self.poll() != FINISH:
-            pass
+            os.sched_yield()  # a waiting rank leaves its core to the ranks that must progress
         if self._full_sync is not None:
             _wait(self._full_sync)
         self.complete_sends()
@@ -642,6 +643,7 @@ def _wait(handle):
         done, value = handle.test()
         if done:
             return value
+        os.sched_yield()  # a waiting rank leaves its core to the ranks that must progress
 
 
 class _Replies:

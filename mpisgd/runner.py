@@ -399,12 +399,14 @@ class Run:
                 wait = time.perf_counter()
                 while tr.pending:  # bounded staleness: the resolution must arrive before learning on
                     answer(t)
+                    os.sched_yield()  # a waiting rank leaves its core to the ranks that must progress
                 self.waiting_seconds += time.perf_counter() - wait
             if not tr.pending:
                 violated = None
             if tr.cutting and cut is None:  # stop until the cut's round is agreed (≥ every rank's)
                 while (cut := tr.cut_round()) is None:
                     answer(t)
+                    os.sched_yield()
             if (every and t % every == 0) or t == T:
                 self._record(t)
             if t < T and (t == cut or (ck is not None and ck.every and t % ck.every == 0)):
