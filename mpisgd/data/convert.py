@@ -373,6 +373,15 @@ def _shard_sizes(pieces, jobs, router):
     return sizes
 
 
+def _as_written(indices, y, shift, mapping):
+    """A parsed block as the shards hold it: zero-based indices, labels {0, 1} mapped to ±1."""
+    if shift:
+        indices -= shift
+    if mapping.get("0") == -1:
+        y = np.where(y == 0.0, -1.0, y)
+    return indices, y
+
+
 def _shard_writer(out_dir, name, split, k, nf, dtype, compression, size, attrs):
     """The ShardWriter of shard k of ``split`` (sname, rows, K), allocated at ``size`` (rows, nnz)."""
     sname, _m, K = split
@@ -408,10 +417,7 @@ def _write_in_place(c, piece, row0, j0, jobs, my_jobs, splits, shift, mapping, l
             parts = {job: ShardPart(layouts[job], *before[job]) for job in jobs if mine[job][0]}
             for indptr, indices, data, y in _read_parsed(piece):
                 split, shard, pos = router.route(len(y))
-                if shift:
-                    indices -= shift
-                if mapping.get("0") == -1:
-                    y = np.where(y == 0.0, -1.0, y)
+                indices, y = _as_written(indices, y, shift, mapping)
                 for job, part in parts.items():
                     grp = np.flatnonzero((split == job[0]) & (shard == job[1]))
                     if not len(grp):
@@ -462,10 +468,7 @@ def _write_shuffled(pieces, jobs, splits, shift, mapping, shuffle_seed, layout, 
         for piece in pieces:
             for indptr, indices, data, y in _read_parsed(piece):
                 split, shard, pos = router.route(len(y))
-                if shift:
-                    indices -= shift
-                if mapping.get("0") == -1:
-                    y = np.where(y == 0.0, -1.0, y)
+                indices, y = _as_written(indices, y, shift, mapping)
                 for job in jobs:
                     grp = np.flatnonzero((split == job[0]) & (shard == job[1]))
                     if len(grp):

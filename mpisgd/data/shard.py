@@ -466,6 +466,8 @@ class Shard:
             raise MpisgdError(f"{self.path}: not a readable shard (corrupt HDF5 structure: {exc})") from None
 
     def _check(self):
+        import h5py
+
         a = self.f.attrs
         for key in REQUIRED:
             if key not in a:
@@ -480,6 +482,8 @@ class Shard:
         for name in DATASETS:
             if name not in self.f:
                 raise MpisgdError(f"{self.path}: dataset {name!r} missing")
+            if not isinstance(self.f[name], h5py.Dataset):  # a damaged file can turn one into another object
+                raise MpisgdError(f"{self.path}: {name!r} is not a dataset")
         self.attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in a.items()}
         self.n_rows = int(a["n_rows"])
         self.n_features = int(a["n_features"])
