@@ -28,6 +28,10 @@ Experiments (docs/ALGORITHMS.md §4):
   and 1, 2 (b = 8); on the disjunction's seeds.
 - disjunction-adaptive (``--only adaptive``): our adaptive check period
   (b = 1 after a check with violators, doubling up to 8 or 32 while quiet).
+- disjunction-beyond (``--only beyond``): the paper's protocol (Δ = 3, b = 1 and
+  b = 8) beside what we built beyond it on the same streams: ``--delta auto``
+  (b = 1 and 8), the authors' later hedge, 8-bit compressed messages and full
+  syncs, and variance monitoring (fda); static b ∈ {1, …, 128} as the curve.
 - neuralnet: n = 150, k = 1,024, T = 2,500, the NeuralNetStream defaults
   (8 tanh units, gain 1, 5 % label noise); Δ ∈ NN_DELTAS (``--only neuralnet``).
 - neuralnet-unit: the same streams seen with unit-norm inputs x/√n and η = 1
@@ -51,7 +55,7 @@ DISJ_DELTAS = (0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0)
 NN_DELTAS = (0.005, 0.02, 0.05, 0.1, 0.2, 0.5)
 NN_UNIT_DELTAS = (0.05, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)  # unit-norm inputs: one step moves ‖w − r‖² by up to 1
 STATIC_BS = (1, 2, 4, 8, 16, 32, 64, 128)
-EXPERIMENTS = ("disjunction", "variants", "adaptive", "neuralnet", "neuralnet-unit", "stationary")
+EXPERIMENTS = ("disjunction", "variants", "adaptive", "beyond", "neuralnet", "neuralnet-unit", "stationary")
 BASE_LEARNER = {"loss": "log", "eta0": 1.0, "lam": 0.0}
 
 # The paper's open choices: variant name -> (learner changes, protocol changes, order)
@@ -103,6 +107,21 @@ def adaptive_configs():
         out.append(_cfg(f"dynamic Δ={d:g} b=1..8", "dynamic", 1, d, max_period=8))
     out.append(_cfg("dynamic Δ=3 b=1..32", "dynamic", 1, 3.0, max_period=32))
     out.append(_cfg("dynamic Δ=1 b=8", "dynamic", 8, 1.0))
+    return out
+
+
+def beyond_configs():
+    """The paper's protocol beside ours (docs/ALGORITHMS.md §4.4, §4.5, §6, §8), one point each."""
+    q8 = {"compress": "q8"}
+    out = [_cfg("none", "none"), _cfg("central", "central")]
+    out += [_cfg(f"static b={b}", "static", b) for b in STATIC_BS]
+    out += [_cfg("paper Δ=3 b=1", "dynamic", 1, 3.0), _cfg("paper Δ=3 b=8", "dynamic", 8, 3.0),
+            _cfg("auto b=1", "dynamic", 1, "auto"), _cfg("auto b=8", "dynamic", 8, "auto"),
+            _cfg("auto b=1 hedge=half", "dynamic", 1, "auto", hedge="half"),
+            _cfg("auto b=1 q8", "dynamic", 1, "auto", q8), _cfg("auto b=8 q8", "dynamic", 8, "auto", q8),
+            _cfg("Δ=3 b=8 q8", "dynamic", 8, 3.0, q8),
+            _cfg("fda Θ=1 b=8", "fda", 8, theta=1.0, fda_lag=0),
+            _cfg("fda Θ=1 b=8 q8", "fda", 8, learner=q8, theta=1.0, fda_lag=0)]
     return out
 
 
@@ -175,6 +194,8 @@ def tasks(args):
             configs += [("disjunction-variants", c) for c in variant_configs()]
         if "adaptive" in only:
             configs += [("disjunction-adaptive", c) for c in adaptive_configs()]
+        if "beyond" in only:
+            configs += [("disjunction-beyond", c) for c in beyond_configs()]
         if configs:
             out.append(("disjunction", "disjunction", dict(n_features=100, n_learners=args.k, seed=s), T_d, configs))
     if "disjunction" in only:

@@ -127,6 +127,12 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
             ax.errorbar(np.maximum(x, 1e-9), y, yerr=yerr, fmt=marker, color=color, label=fam, ms=4, capsize=2, lw=1)
             for k, xi, yi in zip(keys, x, y):
                 ax.annotate(k[2].split(" ")[1], (xi, yi), fontsize=6, xytext=(2, 2), textcoords="offset points")
+        singles = sorted((k for k in err if _family(k[2]) is None and k in com
+                          and not k[2].startswith("dynamic") and k[2] not in ("none", "central")),
+                         key=lambda k: com[k][0])
+        for i, k in enumerate(singles):  # configurations of their own (disjunction-beyond), a marker each
+            ax.errorbar(max(com[k][0], 1e-9), err[k][0], yerr=[[err[k][0] - err[k][1]], [err[k][2] - err[k][0]]],
+                        fmt="*", color=f"C{(i + 5) % 10}", label=k[2], ms=7, capsize=2, lw=1)
         for label, color in (("none", "k"), ("central", "C7")):
             k = (experiment, variant, label)
             if k in err:

@@ -18,6 +18,7 @@ ROUND_LABELS = {
     "disjunction-nodrift": ["none", "static b=8", "static b=128", "dynamic Δ=3 b=1", "central"],
     "neuralnet": ["none", "static b=8", "static b=128", "dynamic Δ=0.05 b=1", "dynamic Δ=0.5 b=1", "central"],
     "neuralnet-unit": ["none", "static b=8", "static b=128", "dynamic Δ=2 b=1", "dynamic Δ=5 b=1", "central"],
+    "disjunction-beyond": ["none", "static b=8", "paper Δ=3 b=1", "auto b=8", "auto b=8 q8", "fda Θ=1 b=8 q8"],
     "stationary": ["none", "static b=8", "static b=2 (Dekel)", "dynamic Δ_t=0.2/√t b=1", "dynamic Δ=0.2 b=1", "central"],
 }
 
