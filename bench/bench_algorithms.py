@@ -27,7 +27,11 @@ pa: the passive-aggressive rules beside SGD in the simulator on the drifting
 disjunction (Kamp et al.'s first experiment at a smaller scale: ``--learners``
 k, ``--rounds`` T, seed 0): cumulative online errors and bytes of none,
 static b = 8 and dynamic (Δ = ``--delta``, b = 8) for SGD (log loss, η = 1,
-λ = 0, the paper's learner) and PA, PA-I, PA-II (hinge, C = ``--pa-c``).
+λ = 0, the paper's learner) and PA, PA-I, PA-II (hinge, C = ``--pa-c``),
+and regularized dual averaging (log loss, γ = ``--rda-gamma``, λ = 0 and
+λ = ``--rda-l1``; its dynamic protocol at Δ = ``--rda-delta``, on the scale
+of its dual state u = −G/(γ√t), and at Δ = auto); "non-zeros of w" counts the
+final model's (the mean of the k learners' models).
 
 Times are CPU seconds of the calling thread (``time.thread_time``; single
 threaded, BLAS/OpenMP pools at 1): the machine is shared, so compare ratios
@@ -268,15 +272,19 @@ def pa(args):
 
     from mpisgd.cli import main as cli
 
-    rules = [("sgd", ["--loss", "log"]), ("pa", ["--loss", "hinge", "--rule", "pa"]),
-             ("pa-i", ["--loss", "hinge", "--rule", "pa-i", "-C", str(args.pa_c)]),
-             ("pa-ii", ["--loss", "hinge", "--rule", "pa-ii", "-C", str(args.pa_c)])]
-    protocols = [("none", ["--protocol", "none"]),
-                 ("static b=8", ["--protocol", "static", "--period", "8"]),
-                 (f"dynamic Δ={args.delta:g} b=8",
-                  ["--protocol", "dynamic", "--delta", str(args.delta), "--period", "8"])]
+    rda = ["--loss", "log", "--rule", "rda", "--gamma", str(args.rda_gamma)]
+    rules = [("sgd", ["--loss", "log"], args.delta), ("pa", ["--loss", "hinge", "--rule", "pa"], args.delta),
+             ("pa-i", ["--loss", "hinge", "--rule", "pa-i", "-C", str(args.pa_c)], args.delta),
+             ("pa-ii", ["--loss", "hinge", "--rule", "pa-ii", "-C", str(args.pa_c)], args.delta),
+             (f"rda γ={args.rda_gamma:g}", rda, args.rda_delta),  # Δ on the scale of u = −G/(γ√t)
+             (f"rda γ={args.rda_gamma:g} λ={args.rda_l1:g}", [*rda, "--l1", str(args.rda_l1)], args.rda_delta)]
     rows = []
-    for rule, rule_args in rules:
+    for rule, rule_args, delta in rules:
+        protocols = [("none", ["--protocol", "none"]),
+                     ("static b=8", ["--protocol", "static", "--period", "8"]),
+                     (f"dynamic Δ={delta:g} b=8", ["--protocol", "dynamic", "--delta", str(delta), "--period", "8"])]
+        if rule.startswith("rda"):
+            protocols.append(("dynamic Δ=auto b=8", ["--protocol", "dynamic", "--delta", "auto", "--period", "8"]))
         for proto, proto_args in protocols:
             with tempfile.TemporaryDirectory() as out:
                 seconds = cpu(lambda: cli(["simulate", "--synthetic", "disjunction", "--learners",
@@ -288,14 +296,14 @@ def pa(args):
             rows.append(dict(rule=rule, protocol=proto, errors=int(rep["errors"]),
                              examples=int(rep["examples"]), model_messages=int(rep["model_messages"]),
                              bytes=int(sum(rep["bytes_sent"].values())), seconds=seconds,
-                             drifts=len(rep["drifts"])))
+                             drifts=len(rep["drifts"]), nonzeros=int(np.count_nonzero(rep["coef"]))))
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
 def pa_table(rows):
     lines = ["| rule | protocol | errors | error rate | model msgs | bytes | error reduction kept "
-             "| bytes / static b=8 | CPU s |", "|---|---|---|---|---|---|---|---|---|"]
+             "| bytes / static b=8 | non-zeros of w | CPU s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for rule in dict.fromkeys(r["rule"] for r in rows):
         rr = {r["protocol"]: r for r in rows if r["rule"] == rule}
         none, static = rr["none"]["errors"], rr["static b=8"]
@@ -304,7 +312,7 @@ def pa_table(rows):
                     if none != static["errors"] else float("nan"))
             lines.append(f"| {rule} | {proto} | {r['errors']} | {r['errors'] / r['examples']:.4f} | "
                          f"{r['model_messages']} | {r['bytes']} | {100 * kept:.1f} % | "
-                         f"{r['bytes'] / static['bytes']:.3f} | {r['seconds']:.1f} |")
+                         f"{r['bytes'] / static['bytes']:.3f} | {r['nonzeros']} | {r['seconds']:.1f} |")
     return lines
 
 
@@ -321,6 +329,9 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=10000, help="pa: T")
     p.add_argument("--delta", type=float, default=3.0, help="pa: Δ of the dynamic protocol")
     p.add_argument("--pa-c", type=float, default=0.1, help="pa: C of PA-I and PA-II")
+    p.add_argument("--rda-gamma", type=float, default=0.005, help="pa: γ of rda")
+    p.add_argument("--rda-l1", type=float, default=1e-4, help="pa: λ of the second rda rule")
+    p.add_argument("--rda-delta", type=float, default=300.0, help="pa: Δ of the dynamic protocol for rda")
     p.add_argument("--figure", default="docs/figures/sgdqn_fig2.png", help="fig2: the PNG")
     args = p.parse_args(argv)
     from threadpoolctl import threadpool_limits
