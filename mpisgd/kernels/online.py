@@ -178,7 +178,7 @@ def learn_rows(
             rx += r[j] * x
             vx += V[l, j] * x
         p = alpha[l] * rx + s[l] * vx + bias[l]  # p = w·x + b
-        if rule == RDA and rda_l1 > 0.0:  # w = soft(u, θ), θ = λ₁√(t − 1)/γ: p = w·x + b on the touched coordinates
+        if rule == RDA and rda_l1 > 0.0:  # p = soft(u, θ)·x + b with θ = λ₁√(t − 1)/γ, on the coordinates of x
             theta = rda_l1 * math.sqrt(steps[l]) / rda_gamma
             wx = 0.0
             for jj in range(lo, hi):
