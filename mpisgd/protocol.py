@@ -412,7 +412,7 @@ def auto_delta(config, learner, statistics):
         step = float(eta(SCHEDULES[learner.get("schedule", "constant")], float(P), float(learner.get("eta0", 1.0)),
                          float(learner.get("lam", 0.0)), float(learner.get("t0", 0.0)),
                          float(learner.get("power", 0.5))))
-    elif learner["rule"] == "rda":
+    elif learner.get("rule") == "rda":
         step = 1.0 / (float(learner.get("gamma", 1.0)) * math.sqrt(P))  # the step of u at round P
     delta = config.delta_scale * step * step * G  # c·η²·G: the squared length of c first steps
     if not (math.isfinite(delta) and delta > 0):
