@@ -2,8 +2,10 @@
 
     python bench/bench_algorithms.py fig2   --out runs/algorithms   # SGD, SGD-QN, ASGD (Bottou's Fig. 2)
     python bench/bench_algorithms.py lasso  --out runs/algorithms   # L1 vs scikit-learn's SGDRegressor
+    python bench/bench_algorithms.py lasso-parts --out runs/algorithms  # where a partial_fit epoch goes
     python bench/bench_algorithms.py kmeans --out runs/algorithms   # OnlineKMeans vs MiniBatchKMeans
-    python bench/bench_algorithms.py pa     --out runs/algorithms   # PA rules under the protocols
+    python bench/bench_algorithms.py pa     --out runs/algorithms   # PA and RDA rules under the protocols
+    python bench/bench_algorithms.py rda-check --out runs/algorithms  # RDA's O(1) check against the dense one
 
 fig2: Bottou (2010) Fig. 2 on our data: squared hinge, test error and test
 objective ("expected risk") after each epoch for SGD (γ0/(1 + λγ0 t)), SGD-QN
@@ -17,7 +19,8 @@ lasso: ``SGDRegressor(penalty="l1")`` of mpisgd (SGD on w = u − v) and of
 scikit-learn on the same rows, squared loss on the ±1 labels, the same
 schedule (invscaling, γ0 = 0.01, power 0.25, the scikit-learn default), the
 same epochs, several λ: objective mean ½(p − y)² + λ‖w‖₁, non-zeros of w, CPU
-seconds per epoch (median over the epochs, each one ``partial_fit`` call).
+seconds per epoch (median over the epochs, each one ``partial_fit`` call; and
+one ``fit`` of all the epochs divided by their number, fresh estimators).
 
 kmeans: ``mpisgd.OnlineKMeans`` (MacQueen) and scikit-learn's
 ``MiniBatchKMeans`` from the same k-means++ seeds: inertia on the data and CPU
@@ -27,7 +30,17 @@ pa: the passive-aggressive rules beside SGD in the simulator on the drifting
 disjunction (Kamp et al.'s first experiment at a smaller scale: ``--learners``
 k, ``--rounds`` T, seed 0): cumulative online errors and bytes of none,
 static b = 8 and dynamic (Δ = ``--delta``, b = 8) for SGD (log loss, η = 1,
-λ = 0, the paper's learner) and PA, PA-I, PA-II (hinge, C = ``--pa-c``).
+λ = 0, the paper's learner) and PA, PA-I, PA-II (hinge, C = ``--pa-c``),
+and regularized dual averaging (log loss, γ = ``--rda-gamma``, λ = 0 and
+λ = ``--rda-l1``; its dynamic protocol at Δ = ``--rda-delta``, on the scale
+of its dual state u = −G/(γ√t), and at Δ = auto); "non-zeros of w" counts the
+final model's (the mean of the k learners' models).
+
+rda-check: RDA with λ = ``--rda-l1`` and 10× that on the same stream (k, T as
+for pa): every 8 rounds each learner's check ‖u_l − r‖² and its models' distance
+‖soft(u_l, θ) − soft(r, θ)‖² (dense), a full sync whenever a check fails; counts
+how often the check fails while the models are within Δ, and the CPU time of
+both computations.
 
 Times are CPU seconds of the calling thread (``time.thread_time``; single
 threaded, BLAS/OpenMP pools at 1): the machine is shared, so compare ratios
@@ -178,15 +191,23 @@ def lasso(args):
             print(f"lasso: {name} not found under {DATA}, skipped")
             continue
         X, y = data[0], data[1]
+        sched = dict(eta0=0.01, power_t=0.25)
+        for warm_up in (SGDRegressor(penalty="l1", algorithm="sgd", schedule="invscaling", **sched),
+                        SkRegressor(penalty="l1", learning_rate="invscaling", tol=None, **sched)):
+            warm_up.fit(X[:100], y[:100])  # numba's first calls (compiling or loading the cache) untimed
         for lam in LASSO_LAMBDAS:
-            sched = dict(eta0=0.01, power_t=0.25)
-            models = {
-                "mpisgd": SGDRegressor(penalty="l1", alpha=lam, algorithm="sgd",
-                                       schedule="invscaling", random_state=0, **sched),
-                "sklearn": SkRegressor(penalty="l1", alpha=lam, learning_rate="invscaling",
-                                       tol=None, random_state=0, **sched),
-            }
-            for who, est in models.items():
+            def models(**kw):
+                return {
+                    "mpisgd": SGDRegressor(penalty="l1", alpha=lam, algorithm="sgd",
+                                           schedule="invscaling", random_state=0, **sched, **kw),
+                    "sklearn": SkRegressor(penalty="l1", alpha=lam, learning_rate="invscaling",
+                                           tol=None, random_state=0, **sched, **kw),
+                }
+            # one fit of all the epochs each (mpisgd shuffles its copy of the rows once per
+            # call: a partial_fit per epoch pays that copy every epoch), interleaved
+            fit_seconds = {who: cpu(lambda: est.fit(X, y)) / args.lasso_epochs
+                           for who, est in models(max_iter=args.lasso_epochs).items()}
+            for who, est in models().items():
                 times = [cpu(lambda: est.partial_fit(X, y)) for _ in range(args.lasso_epochs)]
                 w = np.ravel(est.coef_)
                 b = float(np.ravel(est.intercept_)[0])
@@ -194,14 +215,69 @@ def lasso(args):
                 obj = float(np.mean(0.5 * (p - y) ** 2) + lam * np.abs(w).sum())
                 rows.append(dict(data=name, lam=lam, who=who, epochs=args.lasso_epochs,
                                  objective=obj, nonzeros=int(np.count_nonzero(w)),
-                                 n_features=int(w.size), seconds=float(np.median(times))))
+                                 n_features=int(w.size), seconds=float(np.median(times)),
+                                 fit_seconds=fit_seconds[who]))
                 print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
+def lasso_parts(args):
+    """Where a ``partial_fit`` epoch of the L1 estimator goes on RCV1-like: the shuffled
+    copy of the rows it makes on every call (mpisgd.kernels.order.shuffled_copy: the
+    scatter and the first touch of the fresh arrays), the kernel's epoch over that copy
+    ("block"), over the original rows in a fresh permutation ("full") and in file
+    order, and scikit-learn's whole ``partial_fit``; ``--rounds-lasso`` rounds, interleaved."""
+    from sklearn.linear_model import SGDRegressor as SkRegressor
+
+    from mpisgd.kernels import lasso as kernel
+    from mpisgd.kernels.losses import LOSSES
+    from mpisgd.kernels.order import block_rows, epoch_order, shuffled_copy
+    from mpisgd.kernels.schedules import SCHEDULES
+
+    X, y = load("rcv1-like", args.rcv1_train)[:2]
+    m, lam = X.shape[0], 1e-3
+    arrays = (X.indptr.astype(np.int64), X.indices, X.data)
+    rng = np.random.RandomState(0)
+
+    def epoch(arr, yy, order):
+        r, st = kernel.new_state(X.shape[1])
+        kernel.lasso_epoch(*arr, yy, order, LOSSES["squared"], 0.0, SCHEDULES["invscaling"], 0.01, lam, 1.0,
+                           0.0, 0.25, 0.01, True, r, st)
+
+    sk = SkRegressor(penalty="l1", alpha=lam, learning_rate="invscaling", tol=None, random_state=0,
+                     eta0=0.01, power_t=0.25)
+    epoch(arrays, y, np.arange(100, dtype=np.int64))  # numba's first calls, untimed
+    shuffled_copy(*arrays, np.arange(100), rng)
+    sk.partial_fit(X, y)
+    rows = []
+    for rnd in range(args.rounds_lasso):
+        row = {"round": rnd}
+        start = time.thread_time()
+        copy, order = shuffled_copy(*arrays, np.arange(m), rng)
+        row["copy"] = time.thread_time() - start
+        row["block epoch"] = cpu(lambda: epoch(copy, y[order], epoch_order("block", m, rng, block_rows(copy[0]))))
+        del copy
+        row["full epoch"] = cpu(lambda: epoch(arrays, y, epoch_order("full", m, rng)))
+        row["file-order epoch"] = cpu(lambda: epoch(arrays, y, np.arange(m, dtype=np.int64)))
+        row["sklearn partial_fit"] = cpu(lambda: sk.partial_fit(X, y))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def lasso_parts_table(rows):
+    keys = [k for k in rows[0] if k != "round"]
+    lines = ["| CPU s (RCV1-like, λ = 1e-3) | median | min | max |", "|---|---|---|---|"]
+    for k in keys:
+        v = [r[k] for r in rows]
+        lines.append(f"| {k} | {np.median(v):.3f} | {min(v):.3f} | {max(v):.3f} |")
+    return lines
+
+
 def lasso_table(rows):
     lines = ["| data | λ | objective mpisgd / sklearn | ratio − 1 | non-zeros mpisgd / sklearn "
-             "| CPU s/epoch mpisgd / sklearn |", "|---|---|---|---|---|---|"]
+             "| CPU s/epoch mpisgd / sklearn (partial_fit) | ratio | CPU s/epoch mpisgd / sklearn (fit) | ratio |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name in dict.fromkeys(r["data"] for r in rows):
         for lam in LASSO_LAMBDAS:
             m, s = ([r for r in rows if (r["data"], r["lam"], r["who"]) == (name, lam, who)][0]
@@ -210,7 +286,8 @@ def lasso_table(rows):
                 f"| {name} | {lam:g} | {m['objective']:.5f} / {s['objective']:.5f} | "
                 f"{100 * (m['objective'] / s['objective'] - 1):+.2f} % | "
                 f"{m['nonzeros']} / {s['nonzeros']} (of {m['n_features']}) | "
-                f"{m['seconds']:.4f} / {s['seconds']:.4f} |")
+                f"{m['seconds']:.4f} / {s['seconds']:.4f} | {m['seconds'] / s['seconds']:.2f} | "
+                f"{m['fit_seconds']:.4f} / {s['fit_seconds']:.4f} | {m['fit_seconds'] / s['fit_seconds']:.2f} |")
     return lines
 
 
@@ -268,15 +345,19 @@ def pa(args):
 
     from mpisgd.cli import main as cli
 
-    rules = [("sgd", ["--loss", "log"]), ("pa", ["--loss", "hinge", "--rule", "pa"]),
-             ("pa-i", ["--loss", "hinge", "--rule", "pa-i", "-C", str(args.pa_c)]),
-             ("pa-ii", ["--loss", "hinge", "--rule", "pa-ii", "-C", str(args.pa_c)])]
-    protocols = [("none", ["--protocol", "none"]),
-                 ("static b=8", ["--protocol", "static", "--period", "8"]),
-                 (f"dynamic Δ={args.delta:g} b=8",
-                  ["--protocol", "dynamic", "--delta", str(args.delta), "--period", "8"])]
+    rda = ["--loss", "log", "--rule", "rda", "--gamma", str(args.rda_gamma)]
+    rules = [("sgd", ["--loss", "log"], args.delta), ("pa", ["--loss", "hinge", "--rule", "pa"], args.delta),
+             ("pa-i", ["--loss", "hinge", "--rule", "pa-i", "-C", str(args.pa_c)], args.delta),
+             ("pa-ii", ["--loss", "hinge", "--rule", "pa-ii", "-C", str(args.pa_c)], args.delta),
+             (f"rda γ={args.rda_gamma:g}", rda, args.rda_delta),  # Δ on the scale of u = −G/(γ√t)
+             (f"rda γ={args.rda_gamma:g} λ={args.rda_l1:g}", [*rda, "--l1", str(args.rda_l1)], args.rda_delta)]
     rows = []
-    for rule, rule_args in rules:
+    for rule, rule_args, delta in rules:
+        protocols = [("none", ["--protocol", "none"]),
+                     ("static b=8", ["--protocol", "static", "--period", "8"]),
+                     (f"dynamic Δ={delta:g} b=8", ["--protocol", "dynamic", "--delta", str(delta), "--period", "8"])]
+        if rule.startswith("rda"):
+            protocols.append(("dynamic Δ=auto b=8", ["--protocol", "dynamic", "--delta", "auto", "--period", "8"]))
         for proto, proto_args in protocols:
             with tempfile.TemporaryDirectory() as out:
                 seconds = cpu(lambda: cli(["simulate", "--synthetic", "disjunction", "--learners",
@@ -288,14 +369,14 @@ def pa(args):
             rows.append(dict(rule=rule, protocol=proto, errors=int(rep["errors"]),
                              examples=int(rep["examples"]), model_messages=int(rep["model_messages"]),
                              bytes=int(sum(rep["bytes_sent"].values())), seconds=seconds,
-                             drifts=len(rep["drifts"])))
+                             drifts=len(rep["drifts"]), nonzeros=int(np.count_nonzero(rep["coef"]))))
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
 def pa_table(rows):
     lines = ["| rule | protocol | errors | error rate | model msgs | bytes | error reduction kept "
-             "| bytes / static b=8 | CPU s |", "|---|---|---|---|---|---|---|---|---|"]
+             "| bytes / static b=8 | non-zeros of w | CPU s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for rule in dict.fromkeys(r["rule"] for r in rows):
         rr = {r["protocol"]: r for r in rows if r["rule"] == rule}
         none, static = rr["none"]["errors"], rr["static b=8"]
@@ -304,32 +385,92 @@ def pa_table(rows):
                     if none != static["errors"] else float("nan"))
             lines.append(f"| {rule} | {proto} | {r['errors']} | {r['errors'] / r['examples']:.4f} | "
                          f"{r['model_messages']} | {r['bytes']} | {100 * kept:.1f} % | "
-                         f"{r['bytes'] / static['bytes']:.3f} | {r['seconds']:.1f} |")
+                         f"{r['bytes'] / static['bytes']:.3f} | {r['nonzeros']} | {r['seconds']:.1f} |")
+    return lines
+
+
+def rda_check(args):
+    """How conservative RDA's O(1) check on the dual state is for λ > 0: k learners on
+    the drifting disjunction; every b = 8 rounds each learner's ‖u_l − r‖² (the check)
+    and its models' distance ‖soft(u_l, θ) − soft(r, θ)‖² (dense, O(n)); a full sync
+    whenever some learner's check fails (a simplified dynamic protocol)."""
+    from mpisgd.data.synthetic import DisjunctionStream
+    from mpisgd.learners import OnlineLearners
+
+    k, n, b = args.learners, 100, 8
+    rows = []
+    for l1 in (args.rda_l1, 10 * args.rda_l1):
+        stream = DisjunctionStream(n, k, seed=0)
+        L = OnlineLearners(k, n, loss="log", rule="rda", gamma=args.rda_gamma, l1=l1)
+        checks = dual = primal = false_alarms = syncs = above = 0
+        ratios, t_dual, t_primal = [], 0.0, 0.0
+        for t0 in range(0, args.rounds, b):
+            indptr, indices, data, y = stream.rows(t0, min(args.rounds, t0 + b))
+            L.learn(indptr, indices, data, y, np.arange(len(y)) % k)
+            start = time.thread_time()
+            d = L.distances()
+            t_dual += time.thread_time() - start
+            start = time.thread_time()
+            theta = l1 * np.sqrt(L.steps[0]) / args.rda_gamma
+            soft_r = np.sign(L.r) * np.maximum(np.abs(L.r) - theta, 0.0)
+            p = np.array([((L.weights(j)[0] - soft_r) ** 2).sum() for j in range(k)])
+            p += (L.bias - L.r_bias) ** 2
+            t_primal += time.thread_time() - start
+            checks += k
+            dual += int((d > args.rda_delta).sum())
+            primal += int((p > args.rda_delta).sum())
+            false_alarms += int(((d > args.rda_delta) & (p <= args.rda_delta)).sum())
+            above += int((p > d * (1 + 1e-12) + 1e-12).sum())  # the bound ‖w − soft(r)‖² ≤ ‖u − r‖² broken
+            ratios.append(float(np.median(p / np.maximum(d, 1e-300))))
+            if (d > args.rda_delta).any():
+                L.set_reference(L.mean_model())
+                syncs += 1
+        rows.append(dict(l1=l1, gamma=args.rda_gamma, delta=args.rda_delta, learner_checks=checks,
+                         dual_violations=dual, primal_violations=primal, false_alarms=false_alarms,
+                         median_primal_over_dual=float(np.median(ratios)), full_syncs=syncs, bound_broken=above,
+                         seconds_dual=t_dual, seconds_primal=t_primal))
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def rda_check_table(rows):
+    lines = ["| λ | learner checks | ‖u − r‖² > Δ (the check) | models' distance > Δ | check fails, models "
+             "within Δ | models' distance > check's | median models' / check's distance | full syncs "
+             "| CPU s of the checks: O(1) / dense |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['l1']:g} | {r['learner_checks']} | {r['dual_violations']} | {r['primal_violations']} | "
+                     f"{r['false_alarms']} | {r['bound_broken']} | {r['median_primal_over_dual']:.3f} | {r['full_syncs']} | "
+                     f"{r['seconds_dual']:.3f} / {r['seconds_primal']:.3f} |")
     return lines
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=("fig2", "lasso", "kmeans", "pa"))
+    p.add_argument("what", choices=("fig2", "lasso", "lasso-parts", "kmeans", "pa", "rda-check"))
     p.add_argument("--out", default="runs/algorithms")
     p.add_argument("--epochs", type=int, default=10, help="fig2: epochs")
     p.add_argument("--lasso-epochs", type=int, default=5, help="lasso: epochs")
+    p.add_argument("--rounds-lasso", type=int, default=7, help="lasso-parts: rounds")
     p.add_argument("--rcv1-train", type=int, default=200000,
                    help="training documents of the RCV1-like set")
     p.add_argument("--learners", type=int, default=128, help="pa: k")
     p.add_argument("--rounds", type=int, default=10000, help="pa: T")
     p.add_argument("--delta", type=float, default=3.0, help="pa: Δ of the dynamic protocol")
     p.add_argument("--pa-c", type=float, default=0.1, help="pa: C of PA-I and PA-II")
+    p.add_argument("--rda-gamma", type=float, default=0.005, help="pa: γ of rda")
+    p.add_argument("--rda-l1", type=float, default=1e-4, help="pa: λ of the second rda rule")
+    p.add_argument("--rda-delta", type=float, default=300.0, help="pa: Δ of the dynamic protocol for rda")
     p.add_argument("--figure", default="docs/figures/sgdqn_fig2.png", help="fig2: the PNG")
     args = p.parse_args(argv)
     from threadpoolctl import threadpool_limits
 
     os.makedirs(args.out, exist_ok=True)
     with threadpool_limits(1):
-        rows = {"fig2": fig2, "lasso": lasso, "kmeans": kmeans, "pa": pa}[args.what](args)
-    table = {"fig2": fig2_table, "lasso": lasso_table, "kmeans": kmeans_table,
-             "pa": pa_table}[args.what](rows)
+        rows = {"fig2": fig2, "lasso": lasso, "lasso-parts": lasso_parts, "kmeans": kmeans, "pa": pa,
+                "rda-check": rda_check}[args.what](args)
+    table = {"fig2": fig2_table, "lasso": lasso_table, "lasso-parts": lasso_parts_table, "kmeans": kmeans_table,
+             "pa": pa_table, "rda-check": rda_check_table}[args.what](rows)
     with open(os.path.join(args.out, f"{args.what}.json"), "w") as f:
         json.dump(rows, f, indent=1)
     text = "\n".join(table) + "\n"

@@ -35,6 +35,8 @@ class OnlineLearners:
         ties_are_errors=True,
         rule="sgd",
         aggressiveness=1.0,
+        gamma=1.0,
+        l1=0.0,
         directions=0,
         compress="none",
     ):
@@ -48,7 +50,20 @@ class OnlineLearners:
             raise MpisgdError(f"lam: schedule {schedule!r} divides by λ and needs lam > 0, got {lam!r}")
         if rule not in online.RULES:
             raise MpisgdError(f"rule: unknown {rule!r}; choose one of {', '.join(online.RULES)}")
-        if rule != "sgd":
+        if rule == "rda":
+            # Xiao's dual averaging (mpisgd.kernels.online): its own step 1/(γ√t) and L1 term; any convex loss
+            if not (0 < gamma < float("inf")):
+                raise MpisgdError(f"gamma: γ of rule 'rda' (β_t = γ√t) must be > 0 and finite, got {gamma!r}")
+            if not (0 <= l1 < float("inf")):
+                raise MpisgdError(f"l1: λ of rule 'rda' (the L1 strength) must be >= 0 and finite, got {l1!r}")
+            for name, value, default in (("lam", lam, 0), ("average", average, False),
+                                         ("regularize_bias", regularize_bias, False)):
+                if value != default:
+                    raise MpisgdError(f"{name}: rule 'rda' has no L2 shrink, averaging or bias penalty "
+                                      f"(its regularizer is l1); use {name} {default}, got {value!r}")
+        elif l1 != 0:
+            raise MpisgdError(f"l1: only rule 'rda' has an L1 term, got l1 {l1!r} with rule {rule!r}")
+        elif rule != "sgd":
             # the passive-aggressive rules (mpisgd.kernels.online) are defined by the hinge loss
             if loss != "hinge":
                 raise MpisgdError(f"rule: {rule!r} is the hinge loss's update; use loss 'hinge', got {loss!r}")
@@ -77,6 +92,8 @@ class OnlineLearners:
             float(power),
             online.RULES[rule],
             float(aggressiveness),
+            float(gamma),
+            float(l1),
             bool(fit_intercept),
             bool(regularize_bias),
             bool(average),
@@ -84,10 +101,12 @@ class OnlineLearners:
             bool(ties_are_errors),
         )
         self.average = bool(average)
+        self.theta_rate = float(l1) / float(gamma) if rule == "rda" else 0.0  # θ_t = (λ/γ)·√t (``weights``)
         self.options = {"loss": loss, "loss_param": loss_param, "schedule": schedule, "eta0": eta0, "lam": lam,
                         "t0": t0, "power": power, "fit_intercept": fit_intercept,
                         "regularize_bias": regularize_bias, "average": average, "ties_are_errors": ties_are_errors,
-                        "rule": rule, "aggressiveness": aggressiveness, "compress": compress}
+                        "rule": rule, "aggressiveness": aggressiveness, "gamma": gamma, "l1": l1,
+                        "compress": compress}
         k, n = self.k, self.n_features
         navg = n if average else 0  # the averaging arrays exist only when used
         self.alpha = np.ones(k)
@@ -363,8 +382,11 @@ class OnlineLearners:
         return self.r.copy(), self.r_bias
 
     def weights(self, l):
-        """Dense (coef, intercept) of learner l's current model."""
-        return self.alpha[l] * self.r + self.s[l] * self.V[l], float(self.bias[l])
+        """Dense (coef, intercept) of learner l's current model (rda with λ > 0: soft(u, λ√t/γ))."""
+        u = self.alpha[l] * self.r + self.s[l] * self.V[l]
+        if self.theta_rate > 0:
+            u = np.sign(u) * np.maximum(np.abs(u) - self.theta_rate * np.sqrt(self.steps[l]), 0.0)
+        return u, float(self.bias[l])
 
     def averaged_weights(self, l):
         """Dense (coef, intercept) of the average of learner l's models after each of its steps."""

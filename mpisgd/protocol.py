@@ -400,7 +400,7 @@ def auto_delta(config, learner, statistics):
     """Δ = c·η_P²·G (docs/ALGORITHMS.md §4.4): G the mean over the pilot's
     rows of every learner of ``pilot_values``, from [(Σ, rows)] per learner in
     learner order, summed with math.fsum; η_P the step size at round P
-    (passive-aggressive rules: 1). Returns (Δ, the record for report.json)."""
+    (passive-aggressive rules: 1; rda: 1/(γ√P)). Returns (Δ, the record for report.json)."""
     from mpisgd.kernels.schedules import SCHEDULES, eta
 
     sums = [float(s) for s, _n in statistics]
@@ -412,6 +412,8 @@ def auto_delta(config, learner, statistics):
         step = float(eta(SCHEDULES[learner.get("schedule", "constant")], float(P), float(learner.get("eta0", 1.0)),
                          float(learner.get("lam", 0.0)), float(learner.get("t0", 0.0)),
                          float(learner.get("power", 0.5))))
+    elif learner.get("rule") == "rda":
+        step = 1.0 / (float(learner.get("gamma", 1.0)) * math.sqrt(P))  # the step of u at round P
     delta = config.delta_scale * step * step * G  # c·η²·G: the squared length of c first steps
     if not (math.isfinite(delta) and delta > 0):
         raise MpisgdError(f"protocol: --delta auto measured G = {G!r} over the first {P} rounds ({rows} rows): "

@@ -599,13 +599,8 @@ class Simulation:
         L, n = self.L, self.n
         ids = np.arange(L.k)
         z = np.zeros((L.k, n + 2))
-        if self.learner_args.get("average"):
-            for l in ids:
-                z[l, :n], z[l, n] = L.averaged_weights(l)
-        else:
-            zr = L.models(ids)
-            z[:, :n] = zr[:, n + 1, None] * L.r + zr[:, :n]  # w = α·r + u
-            z[:, n] = zr[:, n]
+        for l in ids:  # w = α·r + s·v (rda: soft-thresholded), as the runner's
+            z[l, :n], z[l, n] = L.averaged_weights(l) if self.learner_args.get("average") else L.weights(l)
         if self.central:
             return z[0, :n].copy(), float(z[0, n])
         mean = self.coordinator.final_sync(self.transport, z)

@@ -400,6 +400,45 @@ def naive_pa(X, y, owner, k, rule, C, fit_intercept):
     return w, b
 
 
+def naive_rda(X, y, k, loss, gamma, l1, fit_intercept=True, period=0, param=0.0, ties_are_errors=True):
+    """Dense regularized dual averaging (Xiao 2010, β_t = γ√t, Ψ = λ‖w‖₁) for k
+    learners on round-major rows (row i is learner i mod k's): each keeps the
+    gradient sum G (and a for the bias) and t, predicts with
+    w_t = −(√(t−1)/γ)·soft(G/(t−1), λ), b_t = −a/(γ√(t−1)) (0 at t = 1), then adds
+    g·x to G. With period b > 0, after every b rounds every learner takes the mean
+    of the G and a (the static protocol on the dual state). Returns
+    (w (k, n) after the last step, b (k,), loss sums, errors)."""
+    X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+    n = X.shape[1]
+    G, a, t = np.zeros((k, n)), np.zeros(k), 0
+    loss_sum, errors = np.zeros(k), np.zeros(k, dtype=int)
+
+    def model(l, t):
+        if t == 0:
+            return np.zeros(n), 0.0
+        gbar = G[l] / t
+        return -(np.sqrt(t) / gamma) * np.sign(gbar) * np.maximum(np.abs(gbar) - l1, 0.0), -a[l] / (gamma * np.sqrt(t))
+
+    for i0 in range(0, len(y), k):
+        for l in range(k):
+            x, yi = X[i0 + l], y[i0 + l]
+            w, b = model(l, t)
+            p = w @ x + b
+            loss_sum[l] += naive_loss(loss, p, yi, param)
+            if p * yi < 0 or (p == 0 and ties_are_errors):
+                errors[l] += 1
+            g = naive_dloss(loss, p, yi, param)
+            G[l] += g * x
+            if fit_intercept:
+                a[l] += g
+        t += 1
+        if period and t % period == 0:
+            G[:] = G.mean(axis=0)
+            a[:] = a.mean()
+    w, b = zip(*(model(l, t) for l in range(k)))
+    return np.array(w), np.array(b), loss_sum, errors
+
+
 # ============================================================================
 # Variance monitoring (fda): projections of w − r, the variance and its bound
 # ============================================================================

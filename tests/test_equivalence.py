@@ -36,6 +36,10 @@ CASES = [
     ["--protocol", "dynamic", "--delta", "0.2", "--period", "2", "--compress", "q8"],
     ["--protocol", "dynamic", "--delta", "0.3", "--augmentation", "random-double", "--compress", "fp16"],
     ["--protocol", "static", "--period", "3", "--compress", "q8"],
+    # regularized dual averaging (docs/ALGORITHMS.md §7): the protocols average its dual state
+    ["--protocol", "dynamic", "--delta", "0.05", "--period", "2", "--rule", "rda", "--gamma", "0.5", "--l1", "0.02"],
+    ["--protocol", "dynamic", "--delta", "auto", "--pilot-rounds", "20", "--rule", "rda", "--gamma", "2"],
+    ["--protocol", "static", "--period", "3", "--rule", "rda", "--l1", "0.01", "--loss", "hinge"],
 ]
 # sparse full syncs: on 1,100 features a dense sum is over wire.SYNC_PROBE_MIN_BYTES, and the
 # pairs of k ≤ 3 learners touched for b rounds are the smaller (docs/WIRE.md, "Full syncs")

@@ -56,7 +56,7 @@ def test_distance_stays_exact_in_o1():
     (dict(rule="pa-ii", aggressiveness=-1.0), "aggressiveness"),
     (dict(rule="pa", loss="log"), "hinge"),
     (dict(rule="pa-i", lam=1e-3), "lam"),
-    (dict(rule="rda"), "rule"),
+    (dict(rule="adagrad"), "rule"),
 ])
 def test_bad_input(kw, match):
     args = dict(loss="hinge")

@@ -77,9 +77,12 @@ def add_learner_arguments(g):
     g.add_argument("--no-bias", dest="fit_intercept", action="store_false", help="no bias term")
     g.add_argument("--regularize-bias", action="store_true", help="include b² in the regularizer")
     g.add_argument("--average", action="store_true", help="ASGD: the final model averages each learner's steps")
-    g.add_argument("--rule", choices=("sgd", "pa", "pa-i", "pa-ii"), default="sgd",
-                   help="update rule: SGD, or passive-aggressive (Crammer et al. 2006; loss hinge, lam 0)")
+    g.add_argument("--rule", choices=("sgd", "pa", "pa-i", "pa-ii", "rda"), default="sgd",
+                   help="update rule: SGD, passive-aggressive (Crammer et al. 2006; loss hinge, lam 0) or "
+                   "regularized dual averaging (Xiao 2010; lam 0, any loss)")
     g.add_argument("--aggressiveness", "-C", type=float, default=1.0, help="C of pa-i and pa-ii")
+    g.add_argument("--gamma", type=float, default=1.0, help="γ of rda (β_t = γ√t: the step is 1/(γ√t))")
+    g.add_argument("--l1", type=float, default=0.0, help="λ of rda: the L1 strength (w = soft(u, λ√t/γ))")
     g.add_argument("--ties-are-not-errors", dest="ties_are_errors", action="store_false",
                    help="do not count a prediction p = 0 as an error")
     g.add_argument("--compress", default="none", metavar="{none,fp16,q8}",
@@ -118,4 +121,5 @@ def learner_args(args):
             "eta0": args.eta0, "lam": args.lam, "t0": args.t0, "power": args.power,
             "fit_intercept": args.fit_intercept, "regularize_bias": args.regularize_bias,
             "average": args.average, "ties_are_errors": args.ties_are_errors,
-            "rule": args.rule, "aggressiveness": args.aggressiveness, "compress": args.compress}
+            "rule": args.rule, "aggressiveness": args.aggressiveness, "gamma": args.gamma, "l1": args.l1,
+            "compress": args.compress}

@@ -32,6 +32,13 @@ Crammer, Dekel, Keshet, Shalev-Shwartz and Singer (2006) for the hinge loss
 feature, and τ = ℓ/‖x‖² (PA), min(C, ℓ/‖x‖²) (PA-I), ℓ/(‖x‖² + 1/(2C))
 (PA-II). They leave α and s alone and move v on the coordinates of x only, so
 the O(1) distance holds for them as for SGD.
+
+Regularized dual averaging (Xiao 2010, ``rda``, docs/ALGORITHMS.md §7) with
+β_t = γ√t and Ψ = λ₁‖w‖₁: the learner keeps u_t = −G_t/(γ√t), G_t = Σ_{i≤t} g_i·x_i
+(the bias likewise, unthresholded), predicts with w_{t+1} = soft(u_t, λ₁√t/γ) and
+steps u_t = √((t − 1)/t)·u_{t−1} − g_t·x_t/(γ√t): an SGD step with decay
+√((t − 1)/t) and step 1/(γ√t), so u lives in the α, s, v coordinates and its
+distance to r costs O(1). The protocols average u (the dual state).
 """
 
 import math
@@ -42,8 +49,8 @@ from mpisgd.kernels.losses import loss_and_dloss
 from mpisgd.kernels.schedules import eta
 
 # update rules
-SGD_RULE, PA, PA_I, PA_II = 0, 1, 2, 3
-RULES = {"sgd": SGD_RULE, "pa": PA, "pa-i": PA_I, "pa-ii": PA_II}
+SGD_RULE, PA, PA_I, PA_II, RDA = 0, 1, 2, 3, 4
+RULES = {"sgd": SGD_RULE, "pa": PA, "pa-i": PA_I, "pa-ii": PA_II, "rda": RDA}
 
 # learn_rows' status codes (the row concerned comes with them)
 OK, BAD_LABEL, BAD_FEATURE, BAD_OWNER, DIVERGED, BAD_INDEX = 0, 1, 2, 3, 4, 5
@@ -137,7 +144,7 @@ def learn_rows(
     indptr, indices, data, y, owner,
     alpha, s, V, bias, P, Q, steps,
     A, U, alpha_sum, s_sum, bias_sum, n_avg,
-    r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness,
+    r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness, rda_gamma, rda_l1,
     fit_intercept, regularize_bias, average, classification, ties_are_errors,
     loss_sum, errors, examples, Xi, PX,
 ):  # fmt: skip
@@ -171,6 +178,13 @@ def learn_rows(
             rx += r[j] * x
             vx += V[l, j] * x
         p = alpha[l] * rx + s[l] * vx + bias[l]  # p = w·x + b
+        if rule == RDA and rda_l1 > 0.0:  # p = soft(u, θ)·x + b with θ = λ₁√(t − 1)/γ, on the coordinates of x
+            theta = rda_l1 * math.sqrt(steps[l]) / rda_gamma
+            wx = 0.0
+            for jj in range(lo, hi):
+                j = indices[jj]
+                wx += soft(alpha[l] * r[j] + s[l] * V[l, j], theta) * data[jj]
+            p = wx + bias[l]
         if not math.isfinite(p):  # a non-finite feature always makes p so (0·inf is NaN)
             for jj in range(lo, hi):
                 if not math.isfinite(data[jj]):
@@ -186,6 +200,10 @@ def learn_rows(
             gamma = eta(schedule, steps[l], eta0, lam, t0, power)
             decay = 1.0 - gamma * lam
             step = gamma * g  # w ← (1 − γλ)w − step·x
+        elif rule == RDA:
+            t = float(steps[l])
+            decay = math.sqrt((t - 1.0) / t)  # u_t = √((t − 1)/t)·u_{t−1} − g·x/(γ√t)
+            step = g / (rda_gamma * math.sqrt(t))
         else:
             decay = 1.0
             xx = 1.0 if fit_intercept else 0.0  # ‖x‖², the bias feature included
@@ -207,9 +225,9 @@ def learn_rows(
             alpha[l] *= decay  # α ← (1 − γλ)α
             s[l] *= decay  # s ← (1 − γλ)s
         if fit_intercept:
-            if regularize_bias:
+            if regularize_bias or rule == RDA:
                 bias[l] *= decay
-            bias[l] -= step  # b ← b − γg (SGD) or b + τy (PA)
+            bias[l] -= step  # b ← b − γg (SGD), b + τy (PA), b·√((t − 1)/t) − g/(γ√t) (RDA)
         if step != 0.0:
             c = -step / s[l]  # v ← v − (γg/s)·x, or v + (τy/s)·x
             dp = 0.0  # P and Q change by r·δ and 2v·δ + ‖δ‖², summed locally (in registers)
@@ -246,6 +264,16 @@ def learn_rows(
             exact_pq(l, V, r, P, Q)
             exact_px(l, V, Xi, PX)
     return OK, -1
+
+
+@njit(cache=True, inline="always")
+def soft(u, theta):
+    """sign(u)·max(|u| − θ, 0)."""
+    if u > theta:
+        return u - theta
+    if u < -theta:
+        return u + theta
+    return 0.0
 
 
 @njit(cache=True, inline="always")
@@ -286,7 +314,7 @@ def learn_until_violation(
     indptr, indices, data, y, owner, seg_end, threshold,
     alpha, s, V, bias, P, Q, steps,
     A, U, alpha_sum, s_sum, bias_sum, n_avg,
-    r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness,
+    r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness, rda_gamma, rda_l1,
     fit_intercept, regularize_bias, average, classification, ties_are_errors,
     loss_sum, errors, examples, Xi, PX, R, r_bias, dist,
 ):  # fmt: skip
@@ -304,7 +332,7 @@ def learn_until_violation(
         status, row = learn_rows(
             indptr[start : end + 1], indices, data, y[start:end], owner[start:end],
             alpha, s, V, bias, P, Q, steps, A, U, alpha_sum, s_sum, bias_sum, n_avg,
-            r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness,
+            r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness, rda_gamma, rda_l1,
             fit_intercept, regularize_bias, average, classification, ties_are_errors,
             loss_sum, errors, examples, Xi, PX,
         )  # fmt: skip
