@@ -30,6 +30,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -142,6 +143,7 @@ def main(argv=None):
     parser.add_argument("--no-dekel", action="store_true", help="leave out Dekel's kernels")
     parser.add_argument("--no-startup", action="store_true",
                         help="leave out the start-up times of a fresh process")
+    parser.add_argument("--trace", action="store_true", help="print every fit's time as it ends")
     args = parser.parse_args(argv)
 
     from mpisgd.data.synthetic import rcv1_like
@@ -175,12 +177,18 @@ def main(argv=None):
     # round robin: every round runs one fit of every runner, so that a change
     # of the machine's load hits all of them alike
     times = {name: [] for name in runners}
+    system = {name: [] for name in runners}  # of which kernel time (page faults)
     errors = {}
     for _ in range(args.rounds):
         for name, runner in runners.items():
             t = time.thread_time()
+            s = resource.getrusage(resource.RUSAGE_THREAD).ru_stime
             errors[name] = runner.fit()
+            system[name].append((resource.getrusage(resource.RUSAGE_THREAD).ru_stime - s) / E)
             times[name].append((time.thread_time() - t) / E)
+            if args.trace:
+                print(f"# {name}: {times[name][-1]:.4f} s/epoch, system {system[name][-1]:.4f}",
+                      flush=True)
     med = {name: statistics.median(ts) for name, ts in times.items()}
     file_floor = med["dot-product floor, file order"]
 
