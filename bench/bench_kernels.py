@@ -12,14 +12,18 @@ epochs, so that everything a fit does counts (input validation, mpisgd's γ0
 calibration and, for "block", its shuffled copy of the rows); the median over
 ``--rounds`` fits. The floor is a numba loop that only computes each row's
 dot product with a dense w (in random order: a fresh permutation per epoch,
-its drawing included). Test error after the epochs of the last fit.
+its drawing included); the "dot product + update" floor also adds g·x_i to w
+(and g to the bias) after every row, the traffic of an SGD step that updates
+on every row (the log loss; hinge updates on the margin violators only),
+without the loss, the schedule or the averaging. Test error after the epochs of the last fit.
 
 Times are CPU seconds of the calling thread (``time.thread_time``; every
 kernel here is single-threaded and the OpenMP/BLAS pools are set to one
 thread), so that time spent descheduled on a shared machine does not count.
 The fits run round robin (one fit of every row per round, after a warm-up
 that compiles everything), so that load changes hit all rows alike; the last
-column is each row's spread (max/min).
+column is each row's spread (max/min); "of which system" is the kernel's share
+of the thread's time (page faults of fresh memory).
 Prints a markdown table (for bench/README.md, section "Kernels") and the cold
 (empty numba cache) and warm start-up times of a small `fit` in a fresh process.
 """
@@ -30,6 +34,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMB
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -55,19 +60,41 @@ def dot_floor(indptr, indices, data, order, w):
     return total
 
 
-class Floor:
-    """The dot products of one pass, no update; ``random``: a fresh permutation per epoch."""
+@njit(cache=True)
+def update_floor(indptr, indices, data, order, w, step):
+    """The memory traffic of an SGD epoch that updates on every row: w·x_i + b,
+    then w += g x_i and b += g (g = step·(1 − margin), no loss, no schedule)."""
+    b = 0.0
+    for r in range(order.shape[0]):
+        i = order[r]
+        s = b
+        for k in range(indptr[i], indptr[i + 1]):
+            s += w[uint32(indices[k])] * data[k]
+        g = step * (1.0 - s)
+        for k in range(indptr[i], indptr[i + 1]):
+            w[uint32(indices[k])] += g * data[k]
+        b += g
+    return b
 
-    def __init__(self, X, random, epochs, seed=1):
-        self.X, self.random, self.epochs = X, random, epochs
+
+class Floor:
+    """The dot products of one pass (``update``: and an update of w and b on
+    every row); ``random``: a fresh permutation per epoch."""
+
+    def __init__(self, X, random, epochs, seed=1, update=False):
+        self.X, self.random, self.epochs, self.update = X, random, epochs, update
         self.rng = np.random.default_rng(seed)
         self.w = self.rng.normal(size=X.shape[1])
 
     def fit(self):
         m = self.X.shape[0]
         for _ in range(self.epochs):
-            order = self.rng.permutation(m) if self.random else np.arange(m)
-            dot_floor(self.X.indptr, self.X.indices, self.X.data, order.astype(np.int64), self.w)
+            order = (self.rng.permutation(m) if self.random else np.arange(m)).astype(np.int64)
+            if self.update:
+                self.w[:] = 0.0
+                update_floor(self.X.indptr, self.X.indices, self.X.data, order, self.w, 1e-6)
+            else:
+                dot_floor(self.X.indptr, self.X.indices, self.X.data, order, self.w)
         return None
 
 
@@ -142,6 +169,7 @@ def main(argv=None):
     parser.add_argument("--no-dekel", action="store_true", help="leave out Dekel's kernels")
     parser.add_argument("--no-startup", action="store_true",
                         help="leave out the start-up times of a fresh process")
+    parser.add_argument("--trace", action="store_true", help="print every fit's time as it ends")
     args = parser.parse_args(argv)
 
     from mpisgd.data.synthetic import rcv1_like
@@ -154,7 +182,8 @@ def main(argv=None):
           f"{X.nnz / X.shape[0]:.1f} nnz/row, {time.perf_counter() - start:.1f} s to generate")
     E = args.epochs
     runners = {"dot-product floor, file order": Floor(X, False, E),
-               "dot-product floor, random order": Floor(X, True, E)}
+               "dot-product floor, random order": Floor(X, True, E),
+               "dot product + update floor, file order": Floor(X, False, E, update=True)}
     for loss, lam, avg in SETTINGS:
         algorithm = "asgd" if avg else "sgd"
         for shuffle in ("block", "full", "none"):
@@ -172,15 +201,22 @@ def main(argv=None):
     for algorithm in ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd"):
         Ours(X[small], y[small], Xt[:10], yt[:10], 1, algorithm=algorithm).fit()
     Floor(X[small], True, 1).fit()
+    Floor(X[small], True, 1, update=True).fit()
     # round robin: every round runs one fit of every runner, so that a change
     # of the machine's load hits all of them alike
     times = {name: [] for name in runners}
+    system = {name: [] for name in runners}  # of which kernel time (page faults)
     errors = {}
     for _ in range(args.rounds):
         for name, runner in runners.items():
             t = time.thread_time()
+            s = resource.getrusage(resource.RUSAGE_THREAD).ru_stime
             errors[name] = runner.fit()
+            system[name].append((resource.getrusage(resource.RUSAGE_THREAD).ru_stime - s) / E)
             times[name].append((time.thread_time() - t) / E)
+            if args.trace:
+                print(f"# {name}: {times[name][-1]:.4f} s/epoch, system {system[name][-1]:.4f}",
+                      flush=True)
     med = {name: statistics.median(ts) for name, ts in times.items()}
     file_floor = med["dot-product floor, file order"]
 
@@ -193,13 +229,14 @@ def main(argv=None):
         return None
 
     print(f"\n| fit ({E} epochs) | s/epoch (median of {args.rounds}) | sklearn default ÷ this | "
-          f"× floor in file order | test error | max/min |")
-    print("|---|---|---|---|---|---|")
+          f"× floor in file order | of which system s | test error | max/min |")
+    print("|---|---|---|---|---|---|---|")
     for name, seconds in med.items():
         ref = reference(name)
         speedup = "" if ref is None else f"{ref / seconds:.2f}"
         err = "" if errors[name] is None else f"{100 * errors[name]:.2f} %"
-        print(f"| {name} | {seconds:.4f} | {speedup} | {seconds / file_floor:.2f} | {err} | "
+        print(f"| {name} | {seconds:.4f} | {speedup} | {seconds / file_floor:.2f} | "
+              f"{statistics.median(system[name]):.4f} | {err} | "
               f"{max(times[name]) / min(times[name]):.2f} |")
     if not args.no_startup:
         (cold_wall, cold_inner), (warm_wall, warm_inner) = startup_times()

@@ -266,3 +266,26 @@ def test_synthetic_shards(tmp_path, capsys):
     Xs, _, attrs = _read([out / f for f in _files(out)])
     assert all(x.shape == (200, 30) for x in Xs)
     assert json.loads(attrs[0]["stream"])["seed"] == 2
+
+
+def test_group_matches_a_python_grouping():
+    """convert._group (pass 2's routing copy) against rows regrouped one by one."""
+    from mpisgd.data.convert import _group
+
+    rng = np.random.default_rng(3)
+    X = sp.random(300, 50, density=0.1, format="csr", random_state=4)
+    X.indices += 1  # one-based, as parsed
+    y = rng.choice([-1.0, 1.0], 300)
+    key = rng.integers(0, 5, 300)
+    ip, ix, d, yw, order, rows, ents = _group(X.indptr.astype(np.int64), X.indices.astype(np.int32),
+                                              X.data, y, key, 6, 1)
+    expect = [r for k in range(6) for r in range(300) if key[r] == k]  # stable, by key
+    assert order.tolist() == expect
+    assert rows.tolist() == [0, *np.cumsum(np.bincount(key, minlength=6)).tolist()]
+    for q, r in enumerate(expect):
+        a, b = X.indptr[r], X.indptr[r + 1]
+        assert ix[ip[q] : ip[q + 1]].tolist() == (X.indices[a:b] - 1).tolist()
+        assert d[ip[q] : ip[q + 1]].tolist() == X.data[a:b].tolist()
+        assert yw[q] == y[r]
+    for k in range(6):
+        assert ents[k] == ip[rows[k]] and ents[k + 1] == ip[rows[k + 1]]

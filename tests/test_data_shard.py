@@ -203,3 +203,13 @@ def test_shards_for_rank():
     with pytest.raises(MpisgdError, match="3 ranks but only 2 shards"):
         shards_for_rank(2, 3, 0)
     assert block_range(10, 3, 2) == (6, 10)
+
+
+def test_index_checksum_is_the_checksum_and_the_range():
+    """The reader's one-pass check of an index segment agrees with checksums(), min and max."""
+    from mpisgd.data.shard import _index_checksum, checksums
+
+    ix = np.random.default_rng(5).integers(-3, 1 << 30, 10_000).astype(np.int32)
+    a, b, lo, hi = _index_checksum(ix.view(np.uint32), ix)
+    assert [a, b] == checksums(ix)[0].tolist()
+    assert (lo, hi) == (ix.min(), ix.max())

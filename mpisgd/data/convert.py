@@ -104,6 +104,46 @@ def _gather(indptr, order):
     return take, lens
 
 
+@njit(cache=True)
+def _group(indptr, indices, data, y, key, n_keys, shift):
+    """The rows of a CSR block grouped by ``key`` (stable), in one copy, with
+    ``shift`` subtracted from the indices: (indptr, indices, data, y, order,
+    row_starts, entry_starts), where rows row_starts[k]..row_starts[k + 1] of
+    the output (entries entry_starts[k]..) are the block's rows order[...] of key k."""
+    m = len(key)
+    row_starts = np.zeros(n_keys + 1, np.int64)
+    entry_starts = np.zeros(n_keys + 1, np.int64)
+    for r in range(m):
+        row_starts[key[r] + 1] += 1
+        entry_starts[key[r] + 1] += indptr[r + 1] - indptr[r]
+    for k in range(n_keys):
+        row_starts[k + 1] += row_starts[k]
+        entry_starts[k + 1] += entry_starts[k]
+    nnz = entry_starts[n_keys]
+    out_indptr = np.empty(m + 1, np.int64)
+    out_indices = np.empty(nnz, np.int32)
+    out_data = np.empty(nnz, np.float64)
+    out_y = np.empty(m, np.float64)
+    order = np.empty(m, np.int64)
+    next_row = row_starts[:-1].copy()
+    next_entry = entry_starts[:-1].copy()
+    out_indptr[0] = 0
+    for r in range(m):
+        k = key[r]
+        q = next_row[k]
+        o = next_entry[k]
+        order[q] = r
+        out_y[q] = y[r]
+        for a in range(indptr[r], indptr[r + 1]):
+            out_indices[o] = indices[a] - shift
+            out_data[o] = data[a]
+            o += 1
+        out_indptr[q + 1] = o  # a key's rows and entries are both consecutive
+        next_row[k] = q + 1
+        next_entry[k] = o
+    return out_indptr, out_indices, out_data, out_y, order, row_starts, entry_starts
+
+
 class _Comm:
     """The few collectives prep needs, or their serial identities."""
 
@@ -373,13 +413,10 @@ def _shard_sizes(pieces, jobs, router):
     return sizes
 
 
-def _as_written(indices, y, shift, mapping):
-    """A parsed block as the shards hold it: zero-based indices, labels {0, 1} mapped to ±1."""
-    if shift:
-        indices -= shift
-    if mapping.get("0") == -1:
-        y = np.where(y == 0.0, -1.0, y)
-    return indices, y
+def _labels_as_written(y, mapping):
+    """Labels as the shards hold them: {0, 1} mapped to ±1 (the indices are
+    shifted to zero-based by ``_group``)."""
+    return np.where(y == 0.0, -1.0, y) if mapping.get("0") == -1 else y
 
 
 def _shard_writer(out_dir, name, split, k, nf, dtype, compression, size, attrs):
@@ -415,20 +452,22 @@ def _write_in_place(c, piece, row0, j0, jobs, my_jobs, splits, shift, mapping, l
         try:
             router = _Router(splits, layout, None, test_fraction, split_seed, row0, j0)
             parts = {job: ShardPart(layouts[job], *before[job]) for job in jobs if mine[job][0]}
+            first_key = np.cumsum([0] + [K for _, _, K in splits])  # key of job (s, k): first_key[s] + k
             for indptr, indices, data, y in _read_parsed(piece):
                 split, shard, pos = router.route(len(y))
-                indices, y = _as_written(indices, y, shift, mapping)
+                ip, ix, d, yw, order, rows, ents = _group(
+                    indptr, indices, data, y, first_key[split] + shard, len(jobs), shift)
+                yw = _labels_as_written(yw, mapping)
                 for job, part in parts.items():
-                    grp = np.flatnonzero((split == job[0]) & (shard == job[1]))
-                    if not len(grp):
+                    key = first_key[job[0]] + job[1]
+                    q0, q1 = rows[key], rows[key + 1]
+                    if q0 == q1:
                         continue
                     expect = part.row0 + part.n_rows
-                    if pos[grp[0]] != expect or pos[grp[-1]] != expect + len(grp) - 1:
+                    if pos[order[q0]] != expect or pos[order[q1 - 1]] != expect + q1 - q0 - 1:
                         raise RuntimeError(f"prep: shard {part.path} rows out of order")
-                    take, lens = _gather(indptr, grp)
-                    ip = np.zeros(len(grp) + 1, np.int64)
-                    np.cumsum(lens, out=ip[1:])
-                    part.append(ip, indices[take], data[take], y[grp])
+                    part.append(ip[q0 : q1 + 1], ix[ents[key] : ents[key + 1]],
+                                d[ents[key] : ents[key + 1]], yw[q0:q1])
         except MpisgdError as exc:  # e.g. a full disk: every rank learns of it below
             err = str(exc)
         finally:
@@ -465,15 +504,20 @@ def _write_shuffled(pieces, jobs, splits, shift, mapping, shuffle_seed, layout, 
             writers[(s, k)] = _shard_writer(out_dir, name, splits[s], k, nf, dtype, compression, sizes[(s, k)], attrs)
             held[(s, k)] = []
         router = _Router(splits, layout, shuffle_seed, test_fraction, split_seed)
+        first_key = np.cumsum([0] + [K for _, _, K in splits])  # key of job (s, k): first_key[s] + k
         for piece in pieces:
             for indptr, indices, data, y in _read_parsed(piece):
                 split, shard, pos = router.route(len(y))
-                indices, y = _as_written(indices, y, shift, mapping)
+                ip, ix, d, yw, order, rows, ents = _group(
+                    indptr, indices, data, y, first_key[split] + shard,
+                    int(first_key[-1]), shift)
+                yw = _labels_as_written(yw, mapping)
                 for job in jobs:
-                    grp = np.flatnonzero((split == job[0]) & (shard == job[1]))
-                    if len(grp):
-                        take, lens = _gather(indptr, grp)
-                        held[job].append((lens, indices[take], data[take], y[grp], pos[grp]))
+                    key = first_key[job[0]] + job[1]
+                    q0, q1, e0, e1 = rows[key], rows[key + 1], ents[key], ents[key + 1]
+                    if q1 > q0:
+                        held[job].append((np.diff(ip[q0 : q1 + 1]), ix[e0:e1], d[e0:e1],
+                                          yw[q0:q1], pos[order[q0:q1]]))
         files = {}
         for job in jobs:
             _append_by_position(writers[job], held.pop(job))

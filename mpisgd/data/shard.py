@@ -70,6 +70,23 @@ def _checksums(words, seg_words, out):
         out[s, 1] = b
 
 
+@njit(cache=True, nogil=True)
+def _index_checksum(words, ints):
+    """The checksum of a segment of int32 indices (``words``: the same bytes as
+    uint32) and their range (min, max), in one pass."""
+    a = np.uint64(0)
+    b = np.uint64(0)
+    lo = np.int64(1) << 40
+    hi = -lo
+    for i in range(len(words)):
+        w = np.uint64(words[i])
+        a += w
+        b += np.uint64(i + 1) * w
+        lo = min(lo, np.int64(ints[i]))
+        hi = max(hi, np.int64(ints[i]))
+    return a, b, lo, hi
+
+
 def checksums(arr):
     """Segment checksums of an array's bytes (a (segments, 2) uint64 array)."""
     words = np.ascontiguousarray(arr).view(np.uint8).view(np.uint32)
@@ -521,6 +538,7 @@ class Shard:
         key = (st.st_dev, st.st_ino, st.st_mtime_ns, size)
         self.verified = _VERIFIED.setdefault(key, {})
         self.map_start = {}
+        self.released = {}  # dataset → bytes of its map dropped by ``release``
         for name in DATASETS:
             ds = self.f[name]
             if ds.chunks is not None or name not in self.f["checksums"]:
@@ -547,24 +565,27 @@ class Shard:
         arr = self.maps[name]
         item = arr.dtype.itemsize
         s0, s1 = (lo * item) // self.seg, (max(hi, lo + 1) * item - 1) // self.seg + 1
-        todo = np.flatnonzero(~self.verified[name][s0:s1]) + s0
-        if not len(todo) or hi <= lo:
+        done = self.verified[name]
+        if done[s0:s1].all() or hi <= lo:  # every later pass
             return
         per = self.seg // item
-        for s in todo:
+        for s in np.flatnonzero(~done[s0:s1]) + s0:
             part = np.asarray(arr[s * per : (s + 1) * per])
-            got = checksums(part)[0]
+            # Indices are bounds-checked once, with their checksum, not per read.
+            if name == "indices":
+                a, b, low, high = _index_checksum(part.view(np.uint32), part)
+                got = np.array([a, b], np.uint64)
+            else:
+                got, low, high = checksums(part)[0], 0, 0
             if not np.array_equal(got, self.sums[name][s]):
                 raise MpisgdError(
                     f"{self.path}: dataset {name!r} is corrupt (checksum mismatch in bytes "
                     f"{s * self.seg}..{(s + 1) * self.seg})"
                 )
-            # Indices are bounds-checked once, with their checksum, not per read.
-            if name == "indices" and len(part) and (part.min() < 0 or
-                                                    part.max() >= self.n_features):
+            if len(part) and (low < 0 or high >= self.n_features):
                 raise MpisgdError(f"{self.path}: dataset 'indices' holds an index outside "
                                   f"[0, {self.n_features}) (bytes {s * self.seg}..)")
-            self.verified[name][s] = True
+            done[s] = True
 
     def _get(self, name, sel):
         if self.maps:
@@ -627,8 +648,10 @@ class Shard:
             arr = self.maps[name]
             end = self.map_start[name] + count * arr.dtype.itemsize
             end -= end % mmap.PAGESIZE
-            if end > 0 and hasattr(arr, "_mmap") and arr._mmap is not None:
-                arr._mmap.madvise(mmap.MADV_DONTNEED, 0, end)
+            begin = self.released.get(name, 0)  # dropped by the previous calls
+            if end > begin and hasattr(arr, "_mmap") and arr._mmap is not None:
+                arr._mmap.madvise(mmap.MADV_DONTNEED, begin, end - begin)
+                self.released[name] = end
 
     def verify(self):
         """Check every checksum once (every segment, or every HDF5 chunk)."""
