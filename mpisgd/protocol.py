@@ -190,13 +190,13 @@ class ProtocolConfig:
         """Learners average within their node; the node leaders run the protocol (``NodeCheckPoints``)."""
         return self.node_size is not None
 
-    def check_hierarchy(self, mode, k, node_size):
-        """A hierarchical run of k learners in nodes of node_size in ``mode``:
-        sync mode only (for dynamic), and nodes that split the k learners."""
+    def check_hierarchy(self, mode, k=None, node_size=None):
+        """A hierarchical run in ``mode`` (sync only, for dynamic) of k learners
+        in nodes of node_size (when given: the nodes must split the k learners)."""
         if mode == "async" and self.name == "dynamic":
             raise MpisgdError("protocol: hierarchical synchronization (--node-size) of the dynamic protocol runs "
                               "in --mode sync only (the default async mode is not built for it)")
-        if k % node_size:
+        if k is not None and k % node_size:
             raise MpisgdError(f"protocol: --node-size {node_size} does not divide the {k} learners into nodes")
 
     def asynchronous(self, mode, k):
@@ -635,6 +635,14 @@ class NodeCheckPoints:
         node.share()
         self.pending = False
         return members
+
+
+def check_hierarchy_learner(learner):
+    """``learner`` (keyword arguments of ``OnlineLearners``) for a hierarchical run:
+    hierarchical synchronization moves exact models only."""
+    if learner.get("compress", "none") != "none":
+        raise MpisgdError("--compress: hierarchical synchronization (--node-size) moves exact models; "
+                          "use --compress none")
 
 
 class AsyncCoordinator:

@@ -54,7 +54,8 @@ import numpy as np
 from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
-from mpisgd.protocol import MODES, AsyncCoordinator, CheckPoints, Coordinator, NodeCheckPoints, Pilot, ProtocolConfig
+from mpisgd.protocol import (MODES, AsyncCoordinator, CheckPoints, Coordinator, NodeCheckPoints, Pilot, ProtocolConfig,
+                             check_hierarchy_learner)
 
 
 
@@ -81,6 +82,9 @@ class RunConfig:
             raise MpisgdError(f"poll_rows: must be >= 1, got {self.poll_rows}")
         if self.staleness is not None and self.staleness < 0:
             raise MpisgdError(f"staleness: must be >= 0, got {self.staleness}")
+        if self.protocol.hierarchical:
+            self.protocol.check_hierarchy(self.mode)
+            check_hierarchy_learner(self.learner)
         if self.protocol.fda_estimate == "exact":
             raise MpisgdError("fda_estimate: 'exact' is the simulator's oracle (it would cost a dense "
                               "Allreduce per check); train uses 'linear'")
@@ -131,9 +135,6 @@ class Run:
                                        directions=config.protocol.directions)
         self.nodes = None  # hierarchical: this rank's NodeTransport
         if config.protocol.hierarchical:
-            from mpisgd.simulator import check_hierarchy_learner
-
-            check_hierarchy_learner(config.learner)
             if checkpointer is not None or resume is not None:
                 raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
                                   "do not support hierarchical synchronization (--node-size) yet")

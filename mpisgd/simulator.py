@@ -42,7 +42,7 @@ from mpisgd import wire
 from mpisgd.errors import MpisgdError
 from mpisgd.data.rows import interleave
 from mpisgd.learners import OnlineLearners
-from mpisgd.protocol import MODES, SHARED, CheckPoints, Coordinator, NodeCheckPoints, Pilot
+from mpisgd.protocol import MODES, SHARED, CheckPoints, Coordinator, NodeCheckPoints, Pilot, check_hierarchy_learner
 
 CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
 ORDERS = ("learn-check", "check-learn")  # within a round: check after learning, or before
@@ -337,13 +337,6 @@ class SimTransport:
         """The final Allreduce of every learner's final model z, shape (k, n + 2)."""
         self.allreduce("full_sync", wire.dense_nbytes(z.shape[1] - 2))
         return z.sum(axis=0) / len(z)
-
-
-def check_hierarchy_learner(learner):
-    """Hierarchical synchronization moves exact models only."""
-    if learner.get("compress", "none") != "none":
-        raise MpisgdError("--compress: hierarchical synchronization (--node-size) moves exact models; "
-                          "use --compress none")
 
 
 class Leaders:
