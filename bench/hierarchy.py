@@ -81,6 +81,12 @@ def table(per_seed):
     return "\n".join(rows)
 
 
+def from_json(path):
+    """The table of a --json file (complete or not)."""
+    with open(path) as f:
+        return table({int(s): v for s, v in json.load(f)["per_seed"].items()})
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", type=int, default=3)
@@ -92,14 +98,23 @@ def main(argv=None):
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     jobs = [(s, a.learners, a.rounds, a.node_size, a.deltas) for s in range(a.seeds)]
+    per_seed = {}
+
+    def keep(done):  # each seed as it ends, so that an interrupted run keeps the seeds done
+        seed, out = done
+        per_seed[seed] = out
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"args": vars(a), "per_seed": dict(sorted(per_seed.items()))}, f, indent=1)
+
     if a.jobs > 1:
         with get_context("spawn").Pool(a.jobs) as pool:
-            per_seed = dict(pool.map(one_seed, jobs))
+            for done in pool.imap_unordered(one_seed, jobs):
+                keep(done)
     else:
-        per_seed = dict(map(one_seed, jobs))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"args": vars(a), "per_seed": per_seed}, f, indent=1)
+        for job in jobs:
+            keep(one_seed(job))
+    per_seed = dict(sorted(per_seed.items()))
     print(f"k = {a.learners} in nodes of {a.node_size}, T = {a.rounds}, seeds 0-{a.seeds - 1}; ratios to static "
           "b=8 (flat) on the same seed, median [min, max]; intra-node bytes and messages over static b=8's "
           "inter-node ones")
