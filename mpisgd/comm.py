@@ -17,6 +17,9 @@ nonblocking Allreduce of the count; ``end_check``), the static and final
 Allreduce, and the async violations, DONE and FINISH, exactly as
 docs/WIRE.md lays out; and the async mode's consistent cut for checkpoints
 (``start_cut``/CUT, ``cut_round``, STOP: docs/RUNNING.md, "Checkpoint and resume").
+Hierarchical synchronization (``--node-size``): ``node_communicators`` splits
+the ranks into nodes and their leaders, ``NodeTransport`` averages within a
+node and shares its leader's results.
 
 Every rank is one learner: learner l is rank l, and its model lives in an
 ``OnlineLearners(k=1)`` (index 0 locally).

@@ -37,7 +37,9 @@ The decisions of a resolution are written once, as the generator
 ``start_distances``, ``start_full_sync``, whose handles are polled).
 ``CheckPoints`` is what happens at a check point in sync mode, on every rank
 (``coordinating``, ``begin_check``, ``end_check``, ``open_resolution``,
-``close_resolution``, ``serve``, ``settled``).
+``close_resolution``, ``serve``, ``settled``). ``NodeCheckPoints`` is the
+hierarchical variant (``--node-size``): node averages, ``CheckPoints`` between
+the node leaders, and their results shared in the nodes.
 """
 
 import math

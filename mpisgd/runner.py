@@ -26,6 +26,12 @@ Modes of the dynamic protocol (docs/RUNNING.md; the other protocols have one):
   goes on. The same seeds give the same messages and the same final model,
   and the simulator counts exactly these messages.
 
+Hierarchical synchronization (``--node-size``, sync mode for dynamic): the
+ranks form nodes (``comm.node_communicators``); every node average, the
+leaders' protocol and the sharing of its results is
+``mpisgd.protocol.NodeCheckPoints``, over this rank's ``NodeTransport`` and,
+on a leader, an ``MPITransport`` over the leaders' communicator.
+
 ``central``: rank 0 alone is the one learner of the serial reference, which
 processes round t of every stream in stream order; the other ranks idle.
 

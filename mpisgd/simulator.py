@@ -28,6 +28,11 @@ With ``network``, every message and the rows between them also go into an
 event log (``mpisgd.netmodel``), replayed at the end into a predicted wall
 time on that network (docs/NETWORK.md); check points then run one by one.
 
+Hierarchical synchronization (``--node-size m``, sync mode): ``Leaders``
+presents the node leaders to the protocol, ``NodeSim`` averages the nodes and
+shares the leaders' results, and the intra-node traffic is counted apart
+(``hierarchy`` in the result).
+
 Also: the phase breakdown (messages by cause, errors and rounds, in the
 ``drift_window`` rounds after each drift and elsewhere), a timeline
 (``TIMELINE_COLUMNS``), the check order (``ORDERS``) and, simulator only, an
