@@ -2,7 +2,8 @@
 through ``mpisgd simulate`` and ``mpiexec -n k … mpisgd train --mode sync``
 give the same messages and bytes per category (sent and received) and
 protocol statistics, the same online errors, and the same final model (1e-9
-relative). k = 2 and 3; skipped when mpiexec is missing."""
+relative). k = 2 and 3, and for hierarchical synchronization (--node-size) 2, 3
+and 4 ranks, intra-node traffic too; skipped when mpiexec is missing."""
 
 import json
 import os
