@@ -33,7 +33,8 @@ def configurations(node_size, deltas):
             yield f"dynamic Δ={delta:g} b={b}", {"name": "dynamic", "period": b, "delta": delta}
             yield (f"dynamic Δ={delta:g} b={b}, nodes of {node_size}",
                    {"name": "dynamic", "period": b, "delta": delta, "node_size": node_size})
-    yield f"dynamic Δ=auto b=8, nodes of {node_size}", {"name": "dynamic", "period": 8, "node_size": node_size}
+    yield (f"dynamic Δ=auto b=8, nodes of {node_size}",
+           {"name": "dynamic", "period": 8, "delta": "auto", "node_size": node_size})
 
 
 def one_seed(job):
