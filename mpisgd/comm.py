@@ -17,6 +17,9 @@ nonblocking Allreduce of the count; ``end_check``), the static and final
 Allreduce, and the async violations, DONE and FINISH, exactly as
 docs/WIRE.md lays out; and the async mode's consistent cut for checkpoints
 (``start_cut``/CUT, ``cut_round``, STOP: docs/RUNNING.md, "Checkpoint and resume").
+Hierarchical synchronization (``--node-size``): ``node_communicators`` splits
+the ranks into nodes and their leaders, ``NodeTransport`` averages within a
+node and shares its leader's results.
 
 Every rank is one learner: learner l is rank l, and its model lives in an
 ``OnlineLearners(k=1)`` (index 0 locally).
@@ -56,15 +59,19 @@ class CountingComm:
     rank (docs/WIRE.md). ``seconds`` is the wall time spent in MPI calls.
     """
 
-    def __init__(self, comm):
+    def __init__(self, comm, counters_of=None):
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         n = len(wire.CATEGORIES)
-        self.sent_messages = np.zeros(n, dtype=np.int64)
-        self.sent_bytes = np.zeros(n, dtype=np.int64)
-        self.recv_messages = np.zeros(n, dtype=np.int64)
-        self.recv_bytes = np.zeros(n, dtype=np.int64)
+        if counters_of is not None:  # a sub-communicator counted with its parent (the node leaders' in the world's)
+            self.sent_messages, self.sent_bytes = counters_of.sent_messages, counters_of.sent_bytes
+            self.recv_messages, self.recv_bytes = counters_of.recv_messages, counters_of.recv_bytes
+        else:
+            self.sent_messages = np.zeros(n, dtype=np.int64)
+            self.sent_bytes = np.zeros(n, dtype=np.int64)
+            self.recv_messages = np.zeros(n, dtype=np.int64)
+            self.recv_bytes = np.zeros(n, dtype=np.int64)
         self.seconds = 0.0
 
     def _sent(self, category, buf):
@@ -140,6 +147,17 @@ class CountingComm:
         self._sent(category, sendbuf)
         self._received(category, recvbuf)
         return request
+
+    def Bcast(self, buf, root, category):
+        """buf from root to every rank: one message sent at the root, one
+        received at every other rank, of buf's size."""
+        start = time.perf_counter()
+        self.comm.Bcast(buf, root=root)
+        self.seconds += time.perf_counter() - start
+        if self.rank == root:
+            self._sent(category, buf)
+        else:
+            self._received(category, buf)
 
     def Allgather(self, sendbuf, recvbuf, category):
         """Every rank's sendbuf, in rank order, into recvbuf at every rank."""
@@ -232,6 +250,7 @@ class MPITransport:
         self.serving = False  # rank 0, sync mode: the followers are in serve() and need commands
         self.last_sent = None  # z this learner last sent, until a result arrives
         self.epoch = 0  # sync results (balanced models, new references, full syncs) received
+        self.references = 0  # of which new references (full syncs, balancing sets of everyone)
         # async: this rank's model is in a resolution under way (it violated, or replied to a
         # balance request, or joined a full sync): no own checks until the result arrives, so that
         # the model it last sent stays the one the result was computed from
@@ -268,6 +287,7 @@ class MPITransport:
         with total, z is the sum of every rank's model, the mean taken in the
         same pass), keeping the steps it made since it last sent its model."""
         progress = None if self.last_sent is None else self.learners.progress(0, self.last_sent)
+        self.references += bool(total or new_reference)
         if total:
             self.learners.set_reference_sum(z, self.k)
             if progress is not None:
@@ -635,6 +655,85 @@ class MPITransport:
         for i in range(1, self.k):
             self.comm.Send(_int64(FINISH), i, COMMAND, "control")
         self.complete_sends()
+
+
+# -- hierarchical synchronization (docs/ALGORITHMS.md §6) ----------------------------
+
+
+def node_communicators(world, node_size):
+    """Split the CountingComm ``world`` into nodes: of node_size consecutive
+    ranks, or (node_size ``protocol.SHARED``) those of
+    MPI_Comm_split_type(MPI_COMM_TYPE_SHARED). Every node must have the same
+    size. Returns (node, leaders, m): the node's CountingComm (counted on its
+    own: intra-node traffic), on a node leader (its lowest rank) the leaders'
+    CountingComm counted with ``world`` (inter-node traffic; None on the other
+    ranks), and the node size m. Collective over ``world``."""
+    from mpisgd.protocol import SHARED
+
+    raw = world.comm
+    if node_size == SHARED:
+        node = raw.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
+    else:
+        if world.size % int(node_size):
+            raise MpisgdError(f"--node-size {node_size} does not divide the {world.size} ranks into nodes")
+        node = raw.Split(world.rank // int(node_size), key=world.rank)
+    sizes = world.allgather_meta(node.Get_size())
+    if len(set(sizes)) != 1:
+        node.Free()
+        raise MpisgdError(f"--node-size {node_size}: the nodes have different sizes ({sorted(set(sizes))} ranks); "
+                          "hierarchical synchronization needs nodes of one size (give --node-size m)")
+    leader = node.Get_rank() == 0
+    leaders = raw.Split(0 if leader else MPI.UNDEFINED, key=world.rank)
+    return CountingComm(node), (CountingComm(leaders, counters_of=world) if leader else None), sizes[0]
+
+
+class NodeTransport:
+    """One rank's part of its node's steps (``protocol.NodeCheckPoints``) over
+    the node's CountingComm: the node average and the sharing of the leader's
+    model. ``leaders``: the leaders' MPITransport on the node leader, None on
+    the other members. A node of one rank moves nothing."""
+
+    def __init__(self, node, learners, leaders=None):
+        self.comm, self.learners, self.leaders = node, learners, leaders
+        self.m = node.size
+        self.n = learners.n_features
+        self._seen = (0, 0)  # the leader's (epoch, references) at its last share
+
+    def average(self):
+        """Every member takes the mean of the node's models z (one dense
+        Allreduce, wire.dense_nbytes; every member holds the leader's r)."""
+        if self.m == 1:
+            return
+        z = np.ascontiguousarray(self.learners.models([0])[0])
+        total = np.empty_like(z)
+        self.comm.Allreduce(z, total, MPI.SUM, "full_sync")
+        self.learners.set_models([0], total / self.m)
+
+    def share(self):
+        """The leader tells its members whether a result changed its model
+        (control, 8 bytes: 0 no, 1 the model, 2 the model and a new reference),
+        then broadcasts [r, r_b, 0] if 2 and its model z if 1 or 2
+        (balance_result, wire.dense_nbytes each); the members take them."""
+        if self.m == 1:
+            return
+        L, n = self.learners, self.n
+        flag = np.zeros(1, dtype=np.int64)
+        if self.leaders is not None:
+            seen, self._seen = self._seen, (self.leaders.epoch, self.leaders.references)
+            flag[0] = 2 if self._seen[1] != seen[1] else int(self._seen[0] != seen[0])
+        self.comm.Bcast(flag, 0, "control")
+        if flag[0] == 2:
+            r = np.zeros(n + 2)
+            if self.leaders is not None:
+                r[:n], r[n] = L.reference
+            self.comm.Bcast(r, 0, "balance_result")
+            if self.leaders is None:
+                L.set_reference(r)  # α = 0: r ← 0·r + r_leader, exactly the leader's r
+        if flag[0]:
+            z = np.ascontiguousarray(L.models([0])[0])
+            self.comm.Bcast(z, 0, "balance_result")
+            if self.leaders is None:
+                L.set_models([0], z)
 
 
 def _wait(handle):

@@ -37,7 +37,9 @@ The decisions of a resolution are written once, as the generator
 ``start_distances``, ``start_full_sync``, whose handles are polled).
 ``CheckPoints`` is what happens at a check point in sync mode, on every rank
 (``coordinating``, ``begin_check``, ``end_check``, ``open_resolution``,
-``close_resolution``, ``serve``, ``settled``).
+``close_resolution``, ``serve``, ``settled``). ``NodeCheckPoints`` is the
+hierarchical variant (``--node-size``): node averages, ``CheckPoints`` between
+the node leaders, and their results shared in the nodes.
 """
 
 import math
@@ -57,6 +59,7 @@ HEDGES = ("counter", "half")  # Kamp et al.'s violation counter, or the authors'
 AUTO = "auto"  # delta = AUTO: Δ measured in a pilot (``auto_delta``, docs/ALGORITHMS.md §4.4)
 DELTA_SCALE = 2.0  # c of the auto rule (measured: docs/ALGORITHMS.md §4.4)
 PILOT_ROUNDS = 8  # P: rounds of the pilot (unchecked: kept short, docs/ALGORITHMS.md §4.4)
+SHARED = "shared"  # node_size = SHARED: the nodes of MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,9 @@ class ProtocolConfig:
     fda_directions: int = None  # J: unit vectors ξ the learners project w − r on
     fda_estimate: str = None  # linear (the bound δ̂) or exact (simulator only)
     fda_lag: int = None  # checks settled one check point later (1, default) or at once (0: a blocking Allreduce)
+    # hierarchical synchronization (docs/ALGORITHMS.md §6, "Hierarchical synchronization"); None = flat
+    node_size: object = None  # m learners per node, or SHARED (train: the MPI shared-memory nodes)
+    node_period: int = None  # b_node: rounds between node averages (None: b); must divide b
 
     def __post_init__(self):
         if self.name not in PROTOCOLS:
@@ -111,6 +117,26 @@ class ProtocolConfig:
         if not 0.0 <= self.burst_fraction <= 1.0:
             raise MpisgdError(f"protocol: burst_fraction must be in [0, 1], got {self.burst_fraction!r}")
         self._check_fda()
+        self._check_nodes()
+
+    def _check_nodes(self):
+        if self.node_size is None:
+            if self.node_period is not None:
+                raise MpisgdError("protocol: node_period (--node-period) needs --node-size")
+            return
+        if self.node_size != SHARED and (isinstance(self.node_size, (str, bool)) or int(self.node_size) != self.node_size
+                                         or self.node_size < 1):
+            raise MpisgdError(f"protocol: node_size (--node-size) must be an integer >= 1 or {SHARED!r}, "
+                              f"got {self.node_size!r}")
+        if self.name not in ("static", "dynamic"):
+            raise MpisgdError(f"protocol: hierarchical synchronization (--node-size) runs the static or dynamic "
+                              f"protocol between node leaders, not {self.name!r}")
+        if self.node_period is None:
+            object.__setattr__(self, "node_period", int(self.period))
+        if (isinstance(self.node_period, bool) or int(self.node_period) != self.node_period or self.node_period < 1
+                or self.period % self.node_period):
+            raise MpisgdError(f"protocol: node_period (--node-period) must be an integer >= 1 that divides the "
+                              f"period b = {self.period}, got {self.node_period!r}")
 
     def _check_fda(self):
         names = ("theta", "fda_directions", "fda_estimate", "fda_lag")
@@ -160,6 +186,20 @@ class ProtocolConfig:
     def directions(self):
         """J, the projections each learner keeps (``OnlineLearners(directions=J)``)."""
         return int(self.fda_directions) if self.name == "fda" else 0
+
+    @property
+    def hierarchical(self):
+        """Learners average within their node; the node leaders run the protocol (``NodeCheckPoints``)."""
+        return self.node_size is not None
+
+    def check_hierarchy(self, mode, k=None, node_size=None):
+        """A hierarchical run in ``mode`` (sync only, for dynamic) of k learners
+        in nodes of node_size (when given: the nodes must split the k learners)."""
+        if mode == "async" and self.name == "dynamic":
+            raise MpisgdError("protocol: hierarchical synchronization (--node-size) of the dynamic protocol runs "
+                              "in --mode sync only (the default async mode is not built for it)")
+        if k is not None and k % node_size:
+            raise MpisgdError(f"protocol: --node-size {node_size} does not divide the {k} learners into nodes")
 
     def asynchronous(self, mode, k):
         """Whether a run of k learners in ``mode`` uses the default mode's machinery
@@ -547,6 +587,66 @@ class CheckPoints:
             return None
         c.full_sync(transport, "variance")
         return list(range(c.k))
+
+
+class NodeCheckPoints:
+    """Hierarchical synchronization (docs/ALGORITHMS.md §6, "Hierarchical
+    synchronization"), at every round t ≡ 0 mod b_node, on every rank:
+
+    1. the m learners of each node average their models (``node.average()``,
+       an Allreduce on the node communicator), so that every member holds the
+       node's mean model w̄_j and the mean over all learners is unchanged;
+    2. at t ≡ 0 mod b, the node leaders, each holding w̄_j, run the flat
+       protocol among themselves (``CheckPoints`` over the leaders' transport:
+       one learner per node, as if the node were one learner);
+    3. then every leader broadcasts to its members the model it holds when a
+       result changed it (``node.share()``: the new reference too after a full
+       sync), so that the members of a node hold one model again.
+
+    The leaders' lagged check of round t is settled at t + b after step 1:
+    a leader's steps since it sent w̄_j(t) are then the mean of its members'
+    steps, which the result keeps (``OnlineLearners.progress``). ``node``:
+    this rank's node transport (``average``, ``share``); ``leaders``: the
+    leaders' transport on a leader, None on the other members.
+    """
+
+    def __init__(self, coordinator):
+        self.config = coordinator.config
+        self.leaders = CheckPoints(coordinator)
+        self.pending = False  # a leaders' check is begun and not settled (every rank knows it)
+
+    def check(self, t, node, leaders):
+        """The node average after round t, and at a check point the leaders'
+        protocol and its result shared in the nodes. Returns the balancing set
+        settled here on the coordinating leader, else None."""
+        node.average()
+        if t % self.config.period:
+            return None
+        members = self.leaders.check(t, leaders) if leaders is not None else None
+        node.share()
+        self.pending = self.config.name == "dynamic"
+        return members
+
+    def settle(self, t, node, leaders):
+        """The last check begun, at the end of the run after round t (every
+        rank): first a node average, unless one came at t, so that the result
+        keeps every member's steps."""
+        if not self.pending:
+            return None
+        if t % self.config.node_period:
+            node.average()
+        members = self.leaders.settle(leaders) if leaders is not None else None
+        node.share()
+        self.pending = False
+        return members
+
+
+def check_hierarchy_learner(learner):
+    """``learner`` (keyword arguments of ``OnlineLearners``) for a hierarchical run:
+    hierarchical synchronization moves exact models only."""
+    if learner.get("compress", "none") != "none":
+        raise MpisgdError("--compress: hierarchical synchronization (--node-size) moves exact models; "
+                          "use --compress none")
 
 
 class AsyncCoordinator:

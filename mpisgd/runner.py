@@ -26,6 +26,12 @@ Modes of the dynamic protocol (docs/RUNNING.md; the other protocols have one):
   goes on. The same seeds give the same messages and the same final model,
   and the simulator counts exactly these messages.
 
+Hierarchical synchronization (``--node-size``, sync mode for dynamic): the
+ranks form nodes (``comm.node_communicators``); every node average, the
+leaders' protocol and the sharing of its results is
+``mpisgd.protocol.NodeCheckPoints``, over this rank's ``NodeTransport`` and,
+on a leader, an ``MPITransport`` over the leaders' communicator.
+
 ``central``: rank 0 alone is the one learner of the serial reference, which
 processes round t of every stream in stream order; the other ranks idle.
 
@@ -54,7 +60,8 @@ import numpy as np
 from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
-from mpisgd.protocol import MODES, AsyncCoordinator, CheckPoints, Coordinator, Pilot, ProtocolConfig
+from mpisgd.protocol import (MODES, AsyncCoordinator, CheckPoints, Coordinator, NodeCheckPoints, Pilot, ProtocolConfig,
+                             check_hierarchy_learner)
 
 
 
@@ -81,6 +88,9 @@ class RunConfig:
             raise MpisgdError(f"poll_rows: must be >= 1, got {self.poll_rows}")
         if self.staleness is not None and self.staleness < 0:
             raise MpisgdError(f"staleness: must be >= 0, got {self.staleness}")
+        if self.protocol.hierarchical:
+            self.protocol.check_hierarchy(self.mode)
+            check_hierarchy_learner(self.learner)
         if self.protocol.fda_estimate == "exact":
             raise MpisgdError("fda_estimate: 'exact' is the simulator's oracle (it would cost a dense "
                               "Allreduce per check); train uses 'linear'")
@@ -109,7 +119,7 @@ class Run:
 
     def __init__(self, comm, source, config, progress=None, observer=None, checkpointer=None, resume=None,
                  fingerprint=None):
-        from mpisgd.comm import CountingComm, MPITransport
+        from mpisgd.comm import CountingComm, MPITransport, NodeTransport, node_communicators
         from mpisgd.learners import OnlineLearners
 
         self.comm = CountingComm(comm)
@@ -129,9 +139,27 @@ class Run:
         self._check_inputs()
         self.learners = OnlineLearners(1, source.n_features, **config.learner,
                                        directions=config.protocol.directions)
-        self.transport = MPITransport(self.comm, self.learners, asynchronous=self.asynchronous)
-        self.coordinator = Coordinator(config.protocol, self.size)  # resolves on rank 0 only
-        self.checkpoints = CheckPoints(self.coordinator)
+        self.nodes = None  # hierarchical: this rank's NodeTransport
+        if config.protocol.hierarchical:
+            if checkpointer is not None or resume is not None:
+                raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
+                                  "do not support hierarchical synchronization (--node-size) yet")
+            if config.protocol.node_size != "shared":
+                config.protocol.check_hierarchy(config.mode, self.size, config.protocol.node_size)
+            node, leaders, m = node_communicators(self.comm, config.protocol.node_size)
+            config.protocol.check_hierarchy(config.mode, self.size, m)
+            self.node_comm = node
+            # the start, pilot and final collectives over every rank; the protocol between node leaders
+            self.world = MPITransport(self.comm, self.learners)
+            self.transport = MPITransport(leaders, self.learners) if leaders is not None else None
+            self.nodes = NodeTransport(node, self.learners, self.transport)
+            self.coordinator = Coordinator(config.protocol, self.size // m)  # resolves on rank 0 only
+            self.checkpoints = NodeCheckPoints(self.coordinator)
+        else:
+            self.transport = MPITransport(self.comm, self.learners, asynchronous=self.asynchronous)
+            self.world = self.transport
+            self.coordinator = Coordinator(config.protocol, self.size)  # resolves on rank 0 only
+            self.checkpoints = CheckPoints(self.coordinator)
         self.timeline = Timeline()
         self.members = None
         self.pilot = None  # --delta auto: the pilot of the first P rounds, until Δ is set (run)
@@ -243,7 +271,7 @@ class Run:
         """--delta auto, after round P on every rank: the pilot's statistics to
         every rank (an Allgather), and Δ from them (``Coordinator.set_auto_delta``)."""
         if self.pilot is not None and t == self.pilot.end:
-            statistics = self.transport.pilot_allgather(self.pilot.statistics()[0])
+            statistics = self.world.pilot_allgather(self.pilot.statistics()[0])
             self.coordinator.set_auto_delta(statistics, self.config.learner)
             self.pilot = None
 
@@ -253,7 +281,10 @@ class Run:
         """The check point after round t (sync mode)."""
         if self.observer is not None:
             self.observer.before(t, self)
-        self.members = self.checkpoints.check(t, self.transport)
+        if self.nodes is not None:
+            self.members = self.checkpoints.check(t, self.nodes, self.transport)
+        else:
+            self.members = self.checkpoints.check(t, self.transport)
         if self.observer is not None:
             self.observer.after(t, self, self.members if self.rank == 0 else None)
 
@@ -266,7 +297,7 @@ class Run:
         z = np.append(coef, [intercept, 0.0])  # z with α = 0: u = w
         if self.central:
             return coef, intercept
-        mean = self.coordinator.final_sync(self.transport, z)  # its statistics count on rank 0's
+        mean = self.coordinator.final_sync(self.world, z)  # its statistics count on rank 0's
         n = self.learners.n_features
         return mean[:n].copy(), float(mean[n])
 
@@ -283,7 +314,7 @@ class Run:
         rounds = self.source.rounds if (self.rank == 0 or not self.central) else 0
         t = 0
         if self.resume is None:
-            T = self.transport.rows_allreduce(rounds)
+            T = self.world.rows_allreduce(rounds)
         else:
             T = self.comm.max_meta(rounds)  # counted once, by the interrupted run
             t = checkpoint.restore(self, T)
@@ -303,8 +334,9 @@ class Run:
         return self.coef, self.intercept
 
     def _boundaries(self, t, T, checking):
-        """The next round at which the loop must stop: a check point, a timeline row or T."""
-        b = self.config.protocol.period
+        """The next round at which the loop must stop: a check point (hierarchical:
+        a node average), a timeline row or T."""
+        b = self._step_period
         stop = T
         if checking:
             stop = min(stop, (t // b + 1) * b)
@@ -313,10 +345,16 @@ class Run:
             stop = min(stop, (t // every + 1) * every)
         return stop
 
+    @property
+    def _step_period(self):
+        """Rounds between check points, or hierarchical, between node averages."""
+        p = self.config.protocol
+        return p.node_period if p.hierarchical else p.period
+
     def _run_sync(self, T, t=0):
         checking = self.config.protocol.checking
         learning = self.rank == 0 or not self.central
-        b = self.config.protocol.period
+        b = self._step_period
         every = self.config.timeline_every
         ck = self.checkpointer
         while t < T:
@@ -340,7 +378,10 @@ class Run:
                 self.progress(t, T)
         if T == 0:
             self._record(0)
-        self.checkpoints.settle(self.transport)  # the last check begun
+        if self.nodes is not None:
+            self.checkpoints.settle(T, self.nodes, self.transport)  # the last check begun
+        else:
+            self.checkpoints.settle(self.transport)  # the last check begun
 
     def _run_async(self, T, t=0):
         """Dynamic protocol without lock-step (module docstring, docs/RUNNING.md)."""
@@ -453,6 +494,8 @@ class Run:
     def rank_summary(self):
         io = self.source.io_seconds + self.times_before["io"]
         comm_s = self.comm.seconds
+        if self.nodes is not None:  # the node's and the leaders' MPI calls
+            comm_s += self.node_comm.seconds + (self.transport.comm.seconds if self.transport is not None else 0.0)
         ck = self.times_before["checkpoint"]
         if self.checkpointer is not None:
             ck += self.checkpointer.time
@@ -464,7 +507,8 @@ class Run:
             "loss": float(self.learners.loss_sum[0]),
             "errors": int(self.learners.errors[0]),
             "error_rate": float(self.learners.errors[0] / max(1, self.learners.examples[0])),
-            "communication": self.comm.counters(),
+            "communication": self.comm.counters(),  # hierarchical: inter-node (the world's and the leaders')
+            **({"intra_node": self.node_comm.counters()} if self.nodes is not None else {}),
             "time": {"compute": self.compute_seconds, "communication": comm_s, "io": io,
                      "wall": self.wall_seconds,
                      "loop": self.loop_seconds,  # the rounds, without the start and the final sync
@@ -492,6 +536,15 @@ class Run:
                          "n_features": self.learners.n_features, **(extra or {})}
         report = run_report(configuration, summaries, self.coordinator.stats.as_dict(), self.coordinator.counter)
         report["delta_auto"] = self.coordinator.auto  # --delta auto: the rule, its measured inputs and Δ
+        if self.nodes is not None:
+            from mpisgd.wire import CATEGORIES
+
+            report["hierarchy"] = {
+                "node_size": self.nodes.m, "nodes": self.coordinator.k,
+                "node_period": int(self.config.protocol.node_period),
+                "intra_node": {side: {c: {key: sum(s["intra_node"][side][c][key] for s in summaries)
+                                          for key in ("messages", "bytes")} for c in CATEGORIES}
+                               for side in ("sent", "received")}}
         ck = self.checkpointer
         if ck is not None or self.resumed is not None:
             report["checkpoints"] = {

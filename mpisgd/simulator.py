@@ -28,6 +28,11 @@ With ``network``, every message and the rows between them also go into an
 event log (``mpisgd.netmodel``), replayed at the end into a predicted wall
 time on that network (docs/NETWORK.md); check points then run one by one.
 
+Hierarchical synchronization (``--node-size m``, sync mode): ``Leaders``
+presents the node leaders to the protocol, ``NodeSim`` averages the nodes and
+shares the leaders' results, and the intra-node traffic is counted apart
+(``hierarchy`` in the result).
+
 Also: the phase breakdown (messages by cause, errors and rounds, in the
 ``drift_window`` rounds after each drift and elsewhere), a timeline
 (``TIMELINE_COLUMNS``), the check order (``ORDERS``) and, simulator only, an
@@ -42,7 +47,7 @@ from mpisgd import wire
 from mpisgd.errors import MpisgdError
 from mpisgd.data.rows import interleave
 from mpisgd.learners import OnlineLearners
-from mpisgd.protocol import MODES, CheckPoints, Coordinator, Pilot
+from mpisgd.protocol import MODES, SHARED, CheckPoints, Coordinator, NodeCheckPoints, Pilot, check_hierarchy_learner
 
 CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
 ORDERS = ("learn-check", "check-learn")  # within a round: check after learning, or before
@@ -339,6 +344,112 @@ class SimTransport:
         return z.sum(axis=0) / len(z)
 
 
+class Leaders:
+    """The node leaders of k learners L in nodes of m consecutive learners
+    (learner j·m leads node j), as the leaders' protocol sees them: N = k/m
+    learners, learner j standing for node j (hierarchical synchronization,
+    ``protocol.NodeCheckPoints``). Every call on learners ids goes to their
+    leaders; r is shared by all k learners, so a new reference resets them
+    all, as every rank does once its leader shares it. ``changed``: the
+    leaders whose model a result set since ``NodeSim.share`` last looked."""
+
+    def __init__(self, L, m):
+        self.L, self.m = L, int(m)
+        self.ids = np.arange(0, L.k, self.m)
+        self.k = len(self.ids)
+        self.changed, self.new_reference = set(), False
+
+    def __getattr__(self, name):  # n_features, compress, r, divergence, message_nbytes, …
+        return getattr(self.L, name)
+
+    def distances(self):
+        return self.L.distances()[self.ids]
+
+    def models_and_nnz(self, ids):
+        return self.L.models_and_nnz(self.ids[np.asarray(ids, np.int64)])
+
+    def models(self, ids):
+        return self.models_and_nnz(ids)[0]
+
+    def sync_parts(self, ids):
+        return self.L.sync_parts(self.ids[np.asarray(ids, np.int64)])
+
+    def progress(self, l, z_sent):
+        return self.L.progress(int(self.ids[l]), z_sent)
+
+    def set_models(self, ids, z):
+        ids = np.atleast_1d(np.asarray(ids, np.int64))
+        self.changed.update(ids.tolist())
+        self.L.set_models(self.ids[ids], z)
+
+    def take(self, l, z, progress=None):
+        self.changed.add(int(l))
+        self.L.take(int(self.ids[l]), z, progress)
+
+    def set_reference(self, z):
+        self.new_reference = True
+        self.L.set_reference(z)
+
+    def set_reference_sum(self, total, k):
+        self.new_reference = True
+        self.L.set_reference_sum(total, k)
+
+
+class NodeSim:
+    """The node transport of the simulator (``comm.NodeTransport``): the node
+    average and the leaders' models shared in every node, over k learners L
+    in nodes of m, counted per rank in ``counts`` (a ``SimTransport`` over k
+    ranks used as counters: intra-node traffic)."""
+
+    def __init__(self, leaders):
+        self.leaders, self.L, self.m = leaders, leaders.L, leaders.m
+        self.counts = SimTransport(self.L, self.L.k)
+        self.n = self.L.n_features
+
+    def average(self):
+        """Every node's mean z, its members' z summed in order (one dense Allreduce per node)."""
+        if self.m == 1:
+            return
+        L, m = self.L, self.m
+        z = L.models(np.arange(L.k)).reshape(self.leaders.k, m, -1)
+        total = z[:, 0].copy()
+        for i in range(1, m):
+            total += z[:, i]
+        for j in range(self.leaders.k):
+            L.set_models(np.arange(j * m, (j + 1) * m), total[j] / m)
+        self.counts._count_allreduce("full_sync", wire.dense_nbytes(self.n))
+
+    def share(self):
+        """The flag of every node (control), r after a new reference and the
+        leader's z after any result (balance_result), each a Bcast from the
+        leader to its m − 1 members; the members take the leader's model."""
+        lead = self.leaders
+        changed = range(lead.k) if lead.new_reference else sorted(lead.changed)
+        lead.changed, new_reference, lead.new_reference = set(), lead.new_reference, False
+        if self.m == 1:
+            return
+        self._bcast(range(lead.k), "control", wire.CONTROL_BYTES)
+        if new_reference:
+            self._bcast(changed, "balance_result", wire.dense_nbytes(self.n))
+        self._bcast(changed, "balance_result", wire.dense_nbytes(self.n))
+        z = self.L.models(lead.ids[list(changed)]) if len(changed) else ()
+        for j, zj in zip(changed, z):
+            self.L.set_models(np.arange(j * self.m + 1, (j + 1) * self.m), zj)
+
+    def _bcast(self, nodes, category, nbytes):
+        """One Bcast in each of ``nodes``, from its leader."""
+        nodes = np.asarray(list(nodes), np.int64)
+        if not len(nodes):
+            return
+        c, m = CAT[category], self.m
+        members = (nodes[:, None] * m + np.arange(1, m)).ravel()
+        counts = self.counts
+        counts._sent_bytes[nodes * m, c] += nbytes
+        counts._sent_msgs[nodes * m, c] += 1
+        counts._recv_bytes[members, c] += nbytes
+        counts._recv_msgs[members, c] += 1
+
+
 def exact_variance(L):
     """δ = (1/k) Σ_l ‖w_l − w̄‖² of learners L, densely (bias included): the
     simulator's diagnostic of fda's estimate, and its oracle."""
@@ -391,10 +502,23 @@ class Simulation:
             self.network = netmodel.network(network) if isinstance(network, str) else network
             self.log = netmodel.EventLog()
         self._learn_seconds, self._rows_learned = 0.0, 0  # the measured compute time per row
-        self.transport = SimTransport(self.L, self.k, mode, self.log)
-        self.coordinator = Coordinator(protocol, self.k)
-        self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync")
-        self.b = int(protocol.period)
+        # Hierarchical synchronization: the leaders' protocol over ``Leaders``, counted on their ranks
+        # (inter-node), beside the start, pilot and final collectives of every rank (``world``).
+        self.nodes = None
+        if protocol.hierarchical:
+            self._check_hierarchy(protocol, self.k, mode, order, max_period, network, self.learner_args)
+            leaders = Leaders(self.L, protocol.node_size)
+            self.nodes = NodeSim(leaders)
+            self.world = SimTransport(self.L, self.k, mode)
+            self.transport = SimTransport(leaders, leaders.k, mode)
+            self.coordinator = Coordinator(protocol, leaders.k)
+            self.checkpoints = NodeCheckPoints(self.coordinator)
+            self.b = int(protocol.node_period)  # rounds between the stops of the loop: node averages
+        else:
+            self.transport = self.world = SimTransport(self.L, self.k, mode, self.log)
+            self.coordinator = Coordinator(protocol, self.k)
+            self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync")
+            self.b = int(protocol.period)
         # Variant (simulator only, dynamic): adaptive check period. After a check with
         # violators the next check comes b rounds later, after a quiet one twice the last
         # gap, up to max_period. Every rank knows the violator count (the control
@@ -411,7 +535,8 @@ class Simulation:
         self._edges = np.unique(np.concatenate([self.drifts, self.drifts + 1 + self.drift_window]))
         # dynamic with a fixed period learns through checks without violators in one kernel call
         # (the event log needs every check point in order)
-        self._through_quiet = protocol.name == "dynamic" and not self.max_period and self.log is None
+        self._through_quiet = (protocol.name == "dynamic" and not self.max_period and self.log is None
+                               and self.nodes is None)
         self.timeline_every = int(timeline_every)
         self.timeline = []
         self.phase_messages = {p: {} for p in PHASES}
@@ -425,7 +550,7 @@ class Simulation:
         if self._next > self._last_check:
             self._next = -1
         self._errors_at = 0
-        self.transport.allreduce("control", 8)  # T = the longest stream (Allreduce MAX)
+        self.world.allreduce("control", 8)  # T = the longest stream (Allreduce MAX)
         # --delta auto: the rows of the first P rounds measure Δ (protocol.auto_delta)
         self.pilot = Pilot(protocol, self.learner_args, self.k, self.rounds) if protocol.auto else None
 
@@ -479,7 +604,7 @@ class Simulation:
                 done += step
                 self.t += step
                 if self.pilot is not None and self.t == self.pilot.end:  # ... and counted at round P, as in MPI
-                    self.transport.pilot_allgather(self.pilot.statistics())
+                    self.world.pilot_allgather(self.pilot.statistics())
             if self.syncing and self.t == self._next:
                 quiet = self._check()
                 if self.max_period:
@@ -555,7 +680,10 @@ class Simulation:
         """One check point; returns True when it found no violator (or static)."""
         before = self._stats_snapshot()
         self.transport.last_count = 0
-        self.checkpoints.check(max(self.t, 1), self.transport)  # Δ_t at t = 0 (check-learn) uses t = 1
+        if self.nodes is not None:
+            self.checkpoints.check(self.t, self.nodes, self.transport)
+        else:
+            self.checkpoints.check(max(self.t, 1), self.transport)  # Δ_t at t = 0 (check-learn) uses t = 1
         self._attribute(before)
         return self.transport.last_count == 0
 
@@ -580,7 +708,7 @@ class Simulation:
             bucket["full_sync_augmented_count"] = bucket.get("full_sync_augmented_count", 0) + 1
 
     def _record(self):
-        sent = self.transport.counters()[0].sum(axis=0)
+        sent = self.counters()[0].sum(axis=0)
         self.timeline.append((self.t, int(self.L.errors.sum()), float(self.L.loss_sum.sum()),
                               self.model_messages(), *(int(v) for v in sent)))
         if self.log is not None:
@@ -603,7 +731,7 @@ class Simulation:
             z[l, :n], z[l, n] = L.averaged_weights(l) if self.learner_args.get("average") else L.weights(l)
         if self.central:
             return z[0, :n].copy(), float(z[0, n])
-        mean = self.coordinator.final_sync(self.transport, z)
+        mean = self.coordinator.final_sync(self.world, z)
         return mean[:n].copy(), float(mean[n])
 
     def finish(self):
@@ -611,14 +739,17 @@ class Simulation:
         if self.t != self.rounds:
             raise MpisgdError(f"simulate: fed {self.t} of {self.rounds} rounds")
         before = self._stats_snapshot()
-        self.checkpoints.settle(self.transport)  # the last check begun
+        if self.nodes is not None:
+            self.checkpoints.settle(self.t, self.nodes, self.transport)  # the last check begun
+        else:
+            self.checkpoints.settle(self.transport)  # the last check begun
         self._attribute(before)
         if self.protocol.asynchronous(self.mode, self.k):
             others = np.arange(1, self.k)
             self.transport.up(others, "control", wire.CONTROL_BYTES)  # DONE
             self.transport.down(others, "control", wire.CONTROL_BYTES)  # FINISH
         coef, intercept = self.final_model()
-        sent_b, recv_b, sent_m, recv_m = self.transport.counters()
+        sent_b, recv_b, sent_m, recv_m = self.counters()
         cats = wire.CATEGORIES
         L = self.L
         return {
@@ -627,7 +758,7 @@ class Simulation:
             "protocol": self.protocol.as_dict(), "learner": self.learner_args,
             "errors": int(L.errors.sum()), "loss": float(L.loss_sum.sum()), "examples": int(L.examples.sum()),
             "model_messages": self.model_messages(),
-            "protocol_messages": self.model_messages() - (0 if self.central else 2 * self.k),
+            "protocol_messages": self.model_messages() - (0 if self.central else 2 * self.coordinator.k),
             "stats": self.coordinator.stats.as_dict(),
             "delta_auto": self.coordinator.auto,
             "bytes_sent": {c: int(sent_b[:, i].sum()) for i, c in enumerate(cats)},
@@ -639,10 +770,45 @@ class Simulation:
             "phase_messages": self.phase_messages, "phase_errors": self.phase_errors,
             "phase_rounds": self.phase_rounds,
             **({"fda": self.fda_diagnostics()} if self.protocol.monitoring else {}),
+            **({"hierarchy": self.hierarchy()} if self.nodes is not None else {}),
             "timeline": self.timeline,
             "coef": coef, "intercept": intercept,
             **({"network": self.predict()} if self.log is not None else {}),
         }
+
+    def counters(self):
+        """Per rank (sent_bytes, recv_bytes, sent_msgs, recv_msgs), as ``SimTransport.counters``;
+        hierarchical: every rank's start, pilot and final collectives and the leaders' protocol
+        on the leaders' ranks (the inter-node traffic; the intra-node traffic is ``hierarchy``)."""
+        if self.nodes is None:
+            return self.transport.counters()
+        out = self.world.counters()
+        for mine, leaders in zip(out, self.transport.counters()):
+            mine[self.nodes.leaders.ids] += leaders
+        return out
+
+    def hierarchy(self):
+        """The nodes and their intra-node traffic, by category and per rank (``NodeSim``)."""
+        sent_b, recv_b, sent_m, recv_m = self.nodes.counts.counters()
+        cats = wire.CATEGORIES
+        return {"node_size": self.nodes.m, "nodes": self.nodes.leaders.k,
+                "node_period": int(self.protocol.node_period),
+                "intra_node": {"bytes_sent": {c: int(sent_b[:, i].sum()) for i, c in enumerate(cats)},
+                               "bytes_received": {c: int(recv_b[:, i].sum()) for i, c in enumerate(cats)},
+                               "messages_sent": {c: int(sent_m[:, i].sum()) for i, c in enumerate(cats)},
+                               "messages_received": {c: int(recv_m[:, i].sum()) for i, c in enumerate(cats)},
+                               "per_rank": {"sent_bytes": sent_b, "recv_bytes": recv_b, "sent_msgs": sent_m,
+                                            "recv_msgs": recv_m}}}
+
+    @staticmethod
+    def _check_hierarchy(protocol, k, mode, order, max_period, network, learner):
+        if protocol.node_size == SHARED:
+            raise MpisgdError(f"--node-size {SHARED}: the simulator has no machines; give the learners per node")
+        protocol.check_hierarchy(mode, k, protocol.node_size)
+        check_hierarchy_learner(learner)
+        if order != "learn-check" or max_period or network is not None:
+            raise MpisgdError("hierarchical synchronization (--node-size) is simulated with --order learn-check, "
+                              "without --max-period and --network")
 
     def fda_diagnostics(self):
         """fda's estimate δ̂ against the exact δ over every check begun: how often

@@ -2,7 +2,8 @@
 through ``mpisgd simulate`` and ``mpiexec -n k … mpisgd train --mode sync``
 give the same messages and bytes per category (sent and received) and
 protocol statistics, the same online errors, and the same final model (1e-9
-relative). k = 2 and 3; skipped when mpiexec is missing."""
+relative). k = 2 and 3, and for hierarchical synchronization (--node-size) 2, 3
+and 4 ranks, intra-node traffic too; skipped when mpiexec is missing."""
 
 import json
 import os
@@ -49,6 +50,19 @@ WIDE_CASES = [
 ]
 
 
+# hierarchical synchronization (--node-size): (ranks, arguments); node size 1 is the flat protocol
+HIER_CASES = [
+    (2, ["--protocol", "dynamic", "--delta", "0.3", "--node-size", "1"]),
+    (2, ["--protocol", "dynamic", "--delta", "0.3", "--period", "2", "--node-size", "2"]),
+    (3, ["--protocol", "dynamic", "--delta", "0.3", "--node-size", "3"]),
+    (4, ["--protocol", "dynamic", "--delta", "0.3", "--node-size", "2"]),
+    (4, ["--protocol", "dynamic", "--delta", "0.2", "--period", "4", "--node-size", "2", "--node-period", "2",
+         "--augmentation", "farthest"]),
+    (4, ["--protocol", "dynamic", "--delta", "auto", "--pilot-rounds", "40", "--period", "2", "--node-size", "2"]),
+    (4, ["--protocol", "static", "--period", "3", "--node-size", "2"]),
+]
+
+
 def _env():
     env = dict(os.environ, NUMBA_NUM_THREADS="1", PYTHONHASHSEED="0")
     return env
@@ -56,7 +70,7 @@ def _env():
 
 def _shards(tmp_path_factory, n_features):
     out = {}
-    for k in (2, 3):
+    for k in (2, 3, 4):
         d = tmp_path_factory.mktemp(f"shards{k}-{n_features}")
         stream = DisjunctionStream(n_features, k, seed=11, drift_prob=0.01)
         out[k] = write_learner_shards(stream, 400, str(d))
@@ -107,6 +121,40 @@ def test_simulate_equals_train_sync_sparse_full_syncs(k, case, wide_shards, tmp_
     fs = report["communication"]["sent"]["full_sync"]
     syncs = report["protocol"]["full_syncs"]["total"] - report["protocol"]["full_syncs"]["augmented"] - 1
     assert syncs > 0 and fs["bytes"] < k * dense_nbytes(1100) * (1 + syncs) / 2  # the pairs were used
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("case", range(len(HIER_CASES)))
+def test_simulate_equals_train_sync_hierarchical(case, shards, tmp_path):
+    """Inter-node traffic as ``communication``/``per_rank``, intra-node traffic
+    as ``hierarchy``, both per category, sent and received, and per rank."""
+    k, args = HIER_CASES[case]
+    _assert_equal(shards[k], args, k, tmp_path)
+    report = json.loads((tmp_path / "train" / "report.json").read_text())
+    sim = json.loads((tmp_path / "sim" / "report.json").read_text())
+    intra, want = sim["hierarchy"]["intra_node"], report["hierarchy"]["intra_node"]
+    for c in CATEGORIES:
+        assert (intra["messages_sent"][c], intra["bytes_sent"][c], intra["messages_received"][c],
+                intra["bytes_received"][c]) == (want["sent"][c]["messages"], want["sent"][c]["bytes"],
+                                                want["received"][c]["messages"], want["received"][c]["bytes"]), c
+    for r, rank in enumerate(report["per_rank"]):
+        for c in CATEGORIES:
+            i = CATEGORIES.index(c)
+            assert intra["per_rank"]["sent_bytes"][r][i] == rank["intra_node"]["sent"][c]["bytes"], (r, c)
+            assert intra["per_rank"]["recv_msgs"][r][i] == rank["intra_node"]["received"][c]["messages"], (r, c)
+    m = int(args[args.index("--node-size") + 1])
+    assert report["hierarchy"]["node_size"] == sim["hierarchy"]["node_size"] == m
+    assert (sum(want["sent"][c]["bytes"] for c in CATEGORIES) > 0) == (m > 1)  # a node of one moves nothing
+    assert report["configuration"]["protocol"]["node_size"] == m
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+def test_train_refuses_nodes_that_do_not_split_the_ranks(shards, tmp_path):
+    cmd = [str(MPIEXEC), "-n", "3", sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *shards[3],
+           "--mode", "sync", "--out", str(tmp_path / "train"), "--quiet", "--node-size", "2"]
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "--node-size 2 does not divide the 3 learners into nodes" in done.stderr
 
 
 def _assert_equal(paths, args, k, tmp_path):

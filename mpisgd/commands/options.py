@@ -16,6 +16,20 @@ def delta_value(text):
         raise argparse.ArgumentTypeError(f"expected a number or {AUTO!r}, got {text!r}") from None
 
 
+def node_size_value(text):
+    """--node-size: an integer or 'shared'."""
+    import argparse
+
+    from mpisgd.protocol import SHARED
+
+    if text == SHARED:
+        return SHARED
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or {SHARED!r}, got {text!r}") from None
+
+
 def add_protocol_arguments(g):
     from mpisgd.protocol import (AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, DELTA_SCALE, FDA_ESTIMATES, HEDGES,
                                  MODES, PILOT_ROUNDS, PROTOCOLS)
@@ -61,6 +75,13 @@ def add_protocol_arguments(g):
     g.add_argument("--fda-lag", type=int, choices=(0, 1), default=None,
                    help="fda: 1 = each check is settled at the next check point, learning goes on meanwhile "
                    "(default); 0 = at once, learners wait for the small Allreduce")
+    g.add_argument("--node-size", type=node_size_value, default=None, metavar="{M,shared}",
+                   help="hierarchical synchronization (static, or dynamic in --mode sync): the learners average "
+                   "within nodes of M consecutive learners (ranks) every --node-period rounds and the node "
+                   "leaders run the protocol between nodes; shared (train only) = the nodes of "
+                   "MPI_Comm_split_type(SHARED). Default: flat (docs/ALGORITHMS.md §6)")
+    g.add_argument("--node-period", type=int, default=None,
+                   help="b_node: rounds between node averages, dividing --period (default: the period b)")
 
 
 def add_learner_arguments(g):
@@ -99,7 +120,8 @@ def protocol_config(args):
         augmentation=args.augmentation, counter_counts=args.counter_counts,
         counter_reset=args.counter_reset, counter_limit=args.counter_limit, burst_fraction=args.burst_fraction,
         seed=args.protocol_seed, theta=args.theta, fda_directions=args.fda_directions,
-        fda_estimate=args.fda_estimate, fda_lag=args.fda_lag,
+        fda_estimate=args.fda_estimate, fda_lag=args.fda_lag, node_size=args.node_size,
+        node_period=args.node_period,
     )
 
 
