@@ -55,7 +55,7 @@ COUNTER_RESETS = ("any-full-sync", "forced-only")
 FDA_ESTIMATES = ("linear", "exact")  # exact: the simulator's oracle δ, a diagnostic
 HEDGES = ("counter", "half")  # Kamp et al.'s violation counter, or the authors' later DynamicHedgeSync
 AUTO = "auto"  # delta = AUTO: Δ measured in a pilot (``auto_delta``, docs/ALGORITHMS.md §4.4)
-DELTA_SCALE = 2.0  # c of the auto rule (measured: docs/ALGORITHMS.md §4.4)
+DELTA_SCALE = 3.6  # c of the auto rule Δ = c·η·√(η·G) (measured: docs/ALGORITHMS.md §4.4)
 PILOT_ROUNDS = 8  # P: rounds of the pilot (unchecked: kept short, docs/ALGORITHMS.md §4.4)
 
 
@@ -66,7 +66,7 @@ class ProtocolConfig:
     name: str = "dynamic"
     period: int = 1  # b: rounds between syncs (static) or checks (dynamic)
     delta: object = 1.0  # Δ, or Δ0 when delta_decay, or AUTO (measured in a pilot of pilot_rounds rounds)
-    delta_scale: float = DELTA_SCALE  # c of the auto rule Δ = c·η²·G (auto_delta)
+    delta_scale: float = DELTA_SCALE  # c of the auto rule Δ = c·η·√(η·G) (auto_delta)
     pilot_rounds: int = PILOT_ROUNDS  # P: with delta AUTO, rounds 1..P are unchecked and measure G
     hedge: str = "counter"  # counter: Kamp et al.'s v ≥ k forces a full sync; half: B doubles until |B| ≥ k/2
     delta_decay: bool = False  # Δ_t = Δ0 / √t
@@ -397,10 +397,13 @@ class Pilot:
 
 
 def auto_delta(config, learner, statistics):
-    """Δ = c·η_P²·G (docs/ALGORITHMS.md §4.4): G the mean over the pilot's
-    rows of every learner of ``pilot_values``, from [(Σ, rows)] per learner in
-    learner order, summed with math.fsum; η_P the step size at round P
-    (passive-aggressive rules: 1). Returns (Δ, the record for report.json)."""
+    """Δ = c·√(η_P · η_P²·G) = c·η_P·√(η_P·G) (docs/ALGORITHMS.md §4.4): the
+    geometric mean of the step size η_P (the scale of SGD's own fluctuation)
+    and η_P²·G (the squared length of a first step), times c. G is the mean
+    over the pilot's rows of every learner of ``pilot_values``, from
+    [(Σ, rows)] per learner in learner order, summed with math.fsum; η_P the
+    step size at round P (passive-aggressive rules: 1). Returns (Δ, the
+    record for report.json)."""
     from mpisgd.kernels.schedules import SCHEDULES, eta
 
     sums = [float(s) for s, _n in statistics]
@@ -412,11 +415,11 @@ def auto_delta(config, learner, statistics):
         step = float(eta(SCHEDULES[learner.get("schedule", "constant")], float(P), float(learner.get("eta0", 1.0)),
                          float(learner.get("lam", 0.0)), float(learner.get("t0", 0.0)),
                          float(learner.get("power", 0.5))))
-    delta = config.delta_scale * step * step * G  # c·η²·G: the squared length of c first steps
+    delta = config.delta_scale * step * math.sqrt(step * G)  # c·√(η · η²G): both scale like Δ
     if not (math.isfinite(delta) and delta > 0):
         raise MpisgdError(f"protocol: --delta auto measured G = {G!r} over the first {P} rounds ({rows} rows): "
                           "the loss has no slope at w = 0 there; give a numeric --delta")
-    record = {"rule": "delta = c * eta_P^2 * G, G = mean over the pilot's rows of dloss(0, y)^2 * "
+    record = {"rule": "delta = c * eta_P * sqrt(eta_P * G), G = mean over the pilot's rows of dloss(0, y)^2 * "
                       "(|x|^2 + fit_intercept)",
               "c": config.delta_scale, "pilot_rounds": P, "eta_P": step, "G": G,
               "pilot_rows": rows, "delta": delta}

@@ -3,6 +3,8 @@ transport: balancing keeps the mean model, every member of a balancing set
 meets its local condition afterwards, a full sync makes all models equal,
 and the violation counter forces a full sync."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -282,7 +284,7 @@ def test_auto_delta_rule_and_threshold():
     with pytest.raises(RuntimeError):
         coordinator.threshold(12)
     delta = coordinator.set_auto_delta(statistics, learner)
-    assert delta == 3.0 * 0.25 * 1.0  # c·η²·G
+    assert delta == 3.0 * 0.5 * math.sqrt(0.5 * 1.0)  # c·η·√(η·G)
     assert delta == auto_delta(config, learner, statistics)[0]
     assert coordinator.auto["G"] == 1.0 and coordinator.auto["pilot_rows"] == 8
     assert coordinator.threshold(10) == float("inf") and coordinator.threshold(12) == delta
@@ -294,7 +296,7 @@ def test_auto_delta_follows_the_schedule_at_the_pilots_end():
     learner = {"loss": "hinge", "schedule": "invscaling", "eta0": 2.0, "power": 0.5}
     delta, record = auto_delta(config, learner, [(5.0, 5)])
     assert record["eta_P"] == pytest.approx(2.0 / 4.0)  # η0 / P^power
-    assert delta == pytest.approx(0.25)
+    assert delta == pytest.approx(0.5 * math.sqrt(0.5))
 
 
 def test_auto_delta_without_a_slope_is_a_clear_error():

@@ -404,5 +404,5 @@ def test_simulate_reports_and_prints_delta_auto(tmp_path, capsys):
     report = json.loads((out / "report.json").read_text())
     auto = report["delta_auto"]
     assert report["configuration"]["protocol"]["delta"] == "auto"  # the default
-    assert auto["delta"] == auto["c"] * auto["eta_P"] ** 2 * auto["G"] and auto["pilot_rows"] == 3 * 8
-    assert "delta auto: Δ = c·η²·G" in printed and '"delta": "auto"' in printed
+    assert auto["delta"] == auto["c"] * auto["eta_P"] * math.sqrt(auto["eta_P"] * auto["G"]) and auto["pilot_rows"] == 3 * 8
+    assert "delta auto: Δ = c·η·√(η·G)" in printed and '"delta": "auto"' in printed

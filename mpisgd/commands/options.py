@@ -25,10 +25,10 @@ def add_protocol_arguments(g):
                    help="b: rounds between full syncs (static) or checks (dynamic)")
     g.add_argument("--delta", type=delta_value, default="auto",
                    help="divergence threshold Δ (Δ0 with --delta-decay), or auto (default): "
-                   "Δ = c·η²·G, G the mean squared first step ℓ'(0,y)²(‖x‖²+1) over the first "
+                   "Δ = c·η·√(η·G), G the mean squared first step ℓ'(0,y)²(‖x‖²+1) over the first "
                    "--pilot-rounds rounds of every learner, which are not checked (docs/ALGORITHMS.md §4.4)")
     g.add_argument("--delta-scale", type=float, default=DELTA_SCALE,
-                   help="c of --delta auto: Δ is the squared length of c first SGD steps")
+                   help="c of --delta auto: Δ is c times the geometric mean of η and η²·G")
     g.add_argument("--pilot-rounds", type=int, default=PILOT_ROUNDS, help="P: the pilot of --delta auto")
     g.add_argument("--hedge", choices=HEDGES, default="counter",
                    help="counter (Kamp et al.): a full sync once k violations have been counted since the "
@@ -102,7 +102,8 @@ def protocol_config(args):
 
 def delta_auto_line(auto):
     """The summary line of --delta auto (report.json's delta_auto)."""
-    return (f"delta auto: Δ = c·η²·G = {auto['c']:g}·{auto['eta_P']:.4g}²·{auto['G']:.6g} = {auto['delta']:.6g} "
+    return (f"delta auto: Δ = c·η·√(η·G) = {auto['c']:g}·{auto['eta_P']:.4g}·√({auto['eta_P']:.4g}·{auto['G']:.6g}) "
+            f"= {auto['delta']:.6g} "
             f"(G over the first {auto['pilot_rounds']} rounds, {auto['pilot_rows']} rows)")
 
 
