@@ -120,9 +120,10 @@ class Run:
         self.observer = observer
         self.central = config.protocol.central
         self.asynchronous = config.protocol.asynchronous(config.mode, self.size)
-        if config.protocol.monitoring and (checkpointer is not None or resume is not None):
+        if (config.protocol.monitoring or config.protocol.budget) and (checkpointer is not None or
+                                                                       resume is not None):
             raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
-                              "do not support fda yet")
+                              "do not support fda or --budget yet")
         self.checkpointer = checkpointer
         self.resume, self.fingerprint = resume, fingerprint
         self.resumed = None  # (round directory, t) when resumed
@@ -131,6 +132,7 @@ class Run:
                                        directions=config.protocol.directions)
         self.transport = MPITransport(self.comm, self.learners, asynchronous=self.asynchronous)
         self.coordinator = Coordinator(config.protocol, self.size)  # resolves on rank 0 only
+        self.transport.steer = self.coordinator.steer if config.protocol.budget else None
         self.checkpoints = CheckPoints(self.coordinator)
         self.timeline = Timeline()
         self.members = None
@@ -253,6 +255,7 @@ class Run:
         """The check point after round t (sync mode)."""
         if self.observer is not None:
             self.observer.before(t, self)
+        self.transport.at = t  # --budget: the rounds done, agreed at a full sync
         self.members = self.checkpoints.check(t, self.transport)
         if self.observer is not None:
             self.observer.after(t, self, self.members if self.rank == 0 else None)
@@ -288,6 +291,7 @@ class Run:
             T = self.comm.max_meta(rounds)  # counted once, by the interrupted run
             t = checkpoint.restore(self, T)
         self.T = T
+        self.coordinator.horizon = T * self.size  # --budget: every learner's rounds
         if self.config.protocol.auto and self.coordinator.delta is None and T > 0:
             self.pilot = Pilot(self.config.protocol, self.config.learner, 1, T)
             if self._pilot_values is not None:
@@ -492,6 +496,7 @@ class Run:
                          "n_features": self.learners.n_features, **(extra or {})}
         report = run_report(configuration, summaries, self.coordinator.stats.as_dict(), self.coordinator.counter)
         report["delta_auto"] = self.coordinator.auto  # --delta auto: the rule, its measured inputs and Δ
+        report["budget"] = self.coordinator.budget  # --budget: the last steering step
         ck = self.checkpointer
         if ck is not None or self.resumed is not None:
             report["checkpoints"] = {

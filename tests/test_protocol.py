@@ -171,6 +171,13 @@ def test_time_dependent_threshold():
         ({"delta": "auto", "pilot_rounds": 0}, "pilot_rounds"),
         ({"delta": "auto", "delta_decay": True}, "delta_decay"),
         ({"hedge": "sometimes"}, "hedge"),
+        ({"budget": 0.0}, "budget"),
+        ({"budget": -0.5}, "budget"),
+        ({"budget": 1.5}, "budget"),
+        ({"budget": float("nan")}, "budget"),
+        ({"budget": "half"}, "budget"),
+        ({"budget": 0.5, "name": "static"}, "budget"),
+        ({"budget": 0.5, "delta_decay": True}, "budget"),
     ],
 )
 def test_bad_configuration_is_named(kwargs, word):
@@ -302,3 +309,22 @@ def test_auto_delta_follows_the_schedule_at_the_pilots_end():
 def test_auto_delta_without_a_slope_is_a_clear_error():
     with pytest.raises(MpisgdError, match="--delta"):
         auto_delta(ProtocolConfig(delta="auto"), {"loss": "squared"}, [(0.0, 10)])
+
+
+def test_budget_steers_delta_by_what_is_left_against_what_the_budget_leaves():
+    from mpisgd.wire import dense_nbytes
+
+    coordinator = Coordinator(ProtocolConfig(delta=2.0, budget=0.5), 2)
+    coordinator.horizon = 2 * 800  # k·T
+    per_round = 0.5 / 8 * dense_nbytes(6)  # F·(static b=8's bytes) per learner-round
+    assert coordinator.steer(per_round * 800, 800, 6) == 2.0  # on budget: Δ stays
+    delta = coordinator.steer(per_round * 1000, 800, 6)  # ahead: planned 800, left 600
+    assert delta == pytest.approx(2.0 * math.sqrt(800 / 600))
+    assert coordinator.budget["steps"] == 2 and coordinator.budget["spent"] == per_round * 1000
+    assert coordinator.steer(0.0, 800, 6) == pytest.approx(delta * math.sqrt(0.5))  # behind: Δ shrinks
+    before = coordinator.delta
+    assert coordinator.steer(per_round * 1600, 1000, 6) == before * 2  # the budget used up: at most doubled
+    assert coordinator.budget["ratio"] is None
+    coordinator.steer(per_round * 10, 1600, 6)  # at the end nothing is planned: at most halved
+    assert coordinator.delta == before
+    assert coordinator.threshold(5) == coordinator.delta

@@ -375,7 +375,8 @@ def test_delta_auto_gives_the_same_result_whatever_the_blocks():
 @pytest.mark.parametrize("args, word", [(["--delta", "-1"], "delta"), (["--delta", "0"], "delta"),
                                         (["--delta-scale", "0"], "delta_scale"),
                                         (["--delta-scale", "-2"], "delta_scale"),
-                                        (["--pilot-rounds", "0"], "pilot_rounds")])
+                                        (["--pilot-rounds", "0"], "pilot_rounds"),
+                                        (["--budget", "0"], "budget"), (["--budget", "1.01"], "budget")])
 def test_simulate_names_a_bad_delta_before_learning(args, word, tmp_path, capsys):
     from mpisgd.cli import main
 

@@ -30,6 +30,9 @@ def add_protocol_arguments(g):
     g.add_argument("--delta-scale", type=float, default=DELTA_SCALE,
                    help="c of --delta auto: Δ is c times the geometric mean of η and η²·G")
     g.add_argument("--pilot-rounds", type=int, default=PILOT_ROUNDS, help="P: the pilot of --delta auto")
+    g.add_argument("--budget", type=float, default=None,
+                   help="F in (0, 1]: Δ steered at every full sync toward F times the bytes static b=8 would "
+                   "send (docs/ALGORITHMS.md §4.6)")
     g.add_argument("--hedge", choices=HEDGES, default="counter",
                    help="counter (Kamp et al.): a full sync once k violations have been counted since the "
                    "last one; half (the authors' DynamicHedgeSync): no counter, the balancing set doubles "
@@ -92,7 +95,7 @@ def protocol_config(args):
 
     return ProtocolConfig(
         name=args.protocol, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
-        delta_scale=args.delta_scale, pilot_rounds=args.pilot_rounds, hedge=args.hedge,
+        delta_scale=args.delta_scale, pilot_rounds=args.pilot_rounds, budget=args.budget, hedge=args.hedge,
         augmentation=args.augmentation, counter_counts=args.counter_counts,
         counter_reset=args.counter_reset, counter_limit=args.counter_limit, burst_fraction=args.burst_fraction,
         seed=args.protocol_seed, theta=args.theta, fda_directions=args.fda_directions,
