@@ -105,9 +105,15 @@ def protocol_config(args):
 
 def delta_auto_line(auto):
     """The summary line of --delta auto (report.json's delta_auto)."""
-    return (f"delta auto: Δ = c·η·√(η·G) = {auto['c']:g}·{auto['eta_P']:.4g}·√({auto['eta_P']:.4g}·{auto['G']:.6g}) "
-            f"= {auto['delta']:.6g} "
+    eta = f"{auto['eta_P']:.4g}"
+    return (f"delta auto: Δ = c·η·√(η·G) = {auto['c']:g}·{eta}·√({eta}·{auto['G']:.6g}) = {auto['delta']:.6g} "
             f"(G over the first {auto['pilot_rounds']} rounds, {auto['pilot_rows']} rows)")
+
+
+def budget_line(budget):
+    """The summary line of --budget (report.json's budget: the last steering step)."""
+    return (f"budget F = {budget['F']:g}: Δ steered at {budget['steps']} full syncs, now {budget['delta']:.6g} "
+            f"({budget['spent']} bytes sent by its last)")
 
 
 def learner_args(args):
