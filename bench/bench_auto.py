@@ -8,7 +8,7 @@ Every configuration of one seed learns from the same rows (``run_many``;
 shards: one ``simulate`` each). For each: the median over seeds of its online
 errors, MPI messages and bytes, each divided by static b=8's on the same
 seed, and the Δ that --delta auto chose. Configurations: static b=8; dynamic
-with --delta auto at each --scales c (b from --periods), and hand-picked
+with --delta auto at each --scales c and each --budgets F (b from --periods), and hand-picked
 --deltas; each dynamic one with --hedges.
 """
 
@@ -28,6 +28,9 @@ def configurations(args):
             for c in args.scales:
                 yield f"auto c={c:g} b={b} {hedge}", {"name": "dynamic", "period": b, "delta": "auto",
                                                       "delta_scale": c, "hedge": hedge}
+            for F in args.budgets:
+                yield f"auto budget={F:g} b={b} {hedge}", {"name": "dynamic", "period": b, "delta": "auto",
+                                                          "budget": F, "hedge": hedge}
             for d in (args.deltas if hedge == args.hedges[0] or not args.auto_only_hedge else ()):
                 yield f"Δ={d:g} b={b} {hedge}", {"name": "dynamic", "period": b, "delta": d * args.delta_unit,
                                                  "hedge": hedge}
@@ -68,7 +71,8 @@ def one_seed(task):
     return {name: {"errors": r["errors"], "messages": sum(r["messages_sent"].values()),
                    "bytes": sum(r["bytes_sent"].values()),
                    "full_syncs": r["stats"]["full_syncs"],
-                   "delta": (r["delta_auto"] or {}).get("delta")} for name, r in zip(names, results)}
+                   "delta": (r["delta_auto"] or {}).get("delta"),
+                   "budget": r.get("budget")} for name, r in zip(names, results)}
 
 
 def main():
@@ -82,6 +86,7 @@ def main():
     p.add_argument("--periods", type=int, nargs="+", default=[1])
     p.add_argument("--scales", type=float, nargs="*", default=[2.0], help="c of --delta auto")
     p.add_argument("--deltas", type=float, nargs="*", default=[], help="hand-picked Δ (in --delta-unit)")
+    p.add_argument("--budgets", type=float, nargs="*", default=[], help="--budget F of --delta auto")
     p.add_argument("--delta-unit", type=float, default=None, help="Δ unit (neuralnet-unit: 1/150)")
     p.add_argument("--hedges", nargs="+", default=["counter"])
     p.add_argument("--auto-only-hedge", action="store_true",

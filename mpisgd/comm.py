@@ -262,6 +262,7 @@ class MPITransport:
         self._cut = None  # async: (request, agreed round) of the cut being agreed on
         self._sends = []  # (request, buffer) of nonblocking sends not known to be complete
         self._full_sync = None  # async: this rank's full sync in flight
+        self.steer = None  # --budget: Coordinator.steer, called after every full sync (_full_sync_steps)
 
     # -- this rank's learner ----------------------------------------------------
 
@@ -356,6 +357,18 @@ class MPITransport:
             self._take(stop.value, True, total=True)
 
     def _full_sync_steps(self, remember=False):
+        """``_sum_steps``, then with --budget the agreement of the bytes sent
+        and the rounds done so far (Allreduce, wire.BUDGET_BYTES) that every
+        rank steers Δ by (``Coordinator.steer``)."""
+        total = yield from self._sum_steps(remember)
+        if self.steer is not None:
+            mine = np.array([float(self.comm.sent_bytes.sum()), float(self.at)])  # before this Allreduce
+            agreed = np.empty(2)
+            yield "Allreduce", mine, agreed, MPI.SUM
+            self.steer(agreed[0], agreed[1], self.n)
+        return total
+
+    def _sum_steps(self, remember=False):
         """This rank's part of a full sync (docs/WIRE.md, "Full syncs"): a
         generator that yields each collective (name, sendbuf, recvbuf[, op]),
         to be completed before it is resumed, blocking or not, and returns the

@@ -57,7 +57,7 @@ COUNTER_RESETS = ("any-full-sync", "forced-only")
 FDA_ESTIMATES = ("linear", "exact")  # exact: the simulator's oracle δ, a diagnostic
 HEDGES = ("counter", "half")  # Kamp et al.'s violation counter, or the authors' later DynamicHedgeSync
 AUTO = "auto"  # delta = AUTO: Δ measured in a pilot (``auto_delta``, docs/ALGORITHMS.md §4.4)
-DELTA_SCALE = 2.0  # c of the auto rule (measured: docs/ALGORITHMS.md §4.4)
+DELTA_SCALE = 3.6  # c of the auto rule Δ = c·η·√(η·G) (measured: docs/ALGORITHMS.md §4.4)
 PILOT_ROUNDS = 8  # P: rounds of the pilot (unchecked: kept short, docs/ALGORITHMS.md §4.4)
 SHARED = "shared"  # node_size = SHARED: the nodes of MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
 
@@ -69,8 +69,9 @@ class ProtocolConfig:
     name: str = "dynamic"
     period: int = 1  # b: rounds between syncs (static) or checks (dynamic)
     delta: object = 1.0  # Δ, or Δ0 when delta_decay, or AUTO (measured in a pilot of pilot_rounds rounds)
-    delta_scale: float = DELTA_SCALE  # c of the auto rule Δ = c·η²·G (auto_delta)
+    delta_scale: float = DELTA_SCALE  # c of the auto rule Δ = c·η·√(η·G) (auto_delta)
     pilot_rounds: int = PILOT_ROUNDS  # P: with delta AUTO, rounds 1..P are unchecked and measure G
+    budget: float = None  # F: Δ steered at each full sync toward F times static b=8's bytes (None: off)
     hedge: str = "counter"  # counter: Kamp et al.'s v ≥ k forces a full sync; half: B doubles until |B| ≥ k/2
     delta_decay: bool = False  # Δ_t = Δ0 / √t
     augmentation: str = "random-one"
@@ -104,6 +105,12 @@ class ProtocolConfig:
             raise MpisgdError(f"protocol: delta_scale (c of --delta auto) must be > 0, got {self.delta_scale!r}")
         if int(self.pilot_rounds) != self.pilot_rounds or self.pilot_rounds < 1:
             raise MpisgdError(f"protocol: pilot_rounds must be an integer >= 1, got {self.pilot_rounds!r}")
+        if self.budget is not None:
+            if isinstance(self.budget, str) or not (math.isfinite(self.budget) and 0 < self.budget <= 1):
+                raise MpisgdError(f"protocol: budget (--budget F, a fraction of static b=8's bytes) must be in "
+                                  f"(0, 1], got {self.budget!r}")
+            if self.name != "dynamic" or self.delta_decay:
+                raise MpisgdError("protocol: budget steers the Δ of the dynamic protocol (without delta_decay)")
         for value, allowed, what in (
             (self.augmentation, AUGMENTATIONS, "augmentation"),
             (self.counter_counts, COUNTER_COUNTS, "counter_counts"),
@@ -131,6 +138,8 @@ class ProtocolConfig:
         if self.name not in ("static", "dynamic"):
             raise MpisgdError(f"protocol: hierarchical synchronization (--node-size) runs the static or dynamic "
                               f"protocol between node leaders, not {self.name!r}")
+        if self.budget is not None:
+            raise MpisgdError("protocol: --budget does not steer hierarchical synchronization (--node-size) yet")
         if self.node_period is None:
             object.__setattr__(self, "node_period", int(self.period))
         if (isinstance(self.node_period, bool) or int(self.node_period) != self.node_period or self.node_period < 1
@@ -238,6 +247,8 @@ class Coordinator:
         self.stats = ProtocolStats()
         self.delta = None if config.auto else config.delta  # Δ (Δ0); with AUTO, set by set_auto_delta
         self.auto = None  # with AUTO: the rule, its measured inputs and Δ (auto_delta)
+        self.budget = None  # with a budget: the last steering step's inputs and Δ (steer)
+        self.horizon = 0  # with a budget: k·T, the rounds of every learner in the run (set by the driver)
 
     def threshold(self, t):
         """Δ_t for a check after round t (t ≥ 1; or an array of such t).
@@ -257,6 +268,31 @@ class Coordinator:
         learner (rank) order (``Pilot.statistics``, allgathered under MPI).
         Every rank calls it with the same list and gets the same Δ."""
         self.delta, self.auto = auto_delta(self.config, learner, statistics)
+        return self.delta
+
+    def steer(self, spent, rounds, n_features):
+        """--budget F, at a full sync of the dynamic protocol, on every rank
+        with the same agreed inputs (one Allreduce, wire.BUDGET_BYTES per rank):
+        ``spent`` the bytes every rank has sent so far, ``rounds`` the sum of
+        the rounds every learner has done. Static b=8 sends (rounds/8)·
+        wire.dense_nbytes(n) (each learner a dense model every 8 rounds); of F
+        times that over the run (``horizon`` = k·T learner-rounds) the budget
+        plans F·S(horizon − rounds) for the rest, and F·S(horizon) − spent is
+        left: Δ ← Δ·clip(√(planned / left), ½, 2), more Δ when ahead of the
+        budget, less when behind (docs/ALGORITHMS.md §4.6)."""
+        from mpisgd import wire
+
+        per_round = self.config.budget / 8.0 * wire.dense_nbytes(int(n_features))  # F·S per learner-round
+        planned = per_round * (self.horizon - rounds)  # what the budget leaves for the rest of the run
+        left = per_round * self.horizon - float(spent)  # what is actually left of it
+        ratio = planned / left if left > 0 else math.inf  # > 1: spent ahead of the budget
+        if self.delta is not None:
+            self.delta *= min(2.0, max(0.5, math.sqrt(ratio)))  # γ = ½: measured, docs/ALGORITHMS.md §4.6
+        steps = 1 + (self.budget or {}).get("steps", 0)
+        self.budget = {"rule": "delta <- delta * clip(sqrt(planned / left), 1/2, 2) at each full sync, planned = F * "
+                               "(k*T - rounds) / 8 * dense_nbytes(n), left = F * k*T / 8 * dense_nbytes(n) - spent",
+                       "F": self.config.budget, "steps": steps, "spent": int(spent), "rounds": float(rounds),
+                       "horizon": self.horizon, "ratio": ratio if math.isfinite(ratio) else None, "delta": self.delta}
         return self.delta
 
     # -- full syncs ---------------------------------------------------------
@@ -437,10 +473,13 @@ class Pilot:
 
 
 def auto_delta(config, learner, statistics):
-    """Δ = c·η_P²·G (docs/ALGORITHMS.md §4.4): G the mean over the pilot's
-    rows of every learner of ``pilot_values``, from [(Σ, rows)] per learner in
-    learner order, summed with math.fsum; η_P the step size at round P
-    (passive-aggressive rules: 1; rda: 1/(γ√P)). Returns (Δ, the record for report.json)."""
+    """Δ = c·√(η_P · η_P²·G) = c·η_P·√(η_P·G) (docs/ALGORITHMS.md §4.4): the
+    geometric mean of the step size η_P (the scale of SGD's own fluctuation)
+    and η_P²·G (the squared length of a first step), times c. G is the mean
+    over the pilot's rows of every learner of ``pilot_values``, from
+    [(Σ, rows)] per learner in learner order, summed with math.fsum; η_P the
+    step size at round P (passive-aggressive rules: 1; rda: 1/(γ√P)).
+    Returns (Δ, the record for report.json)."""
     from mpisgd.kernels.schedules import SCHEDULES, eta
 
     sums = [float(s) for s, _n in statistics]
@@ -454,11 +493,11 @@ def auto_delta(config, learner, statistics):
                          float(learner.get("power", 0.5))))
     elif learner.get("rule") == "rda":
         step = 1.0 / (float(learner.get("gamma", 1.0)) * math.sqrt(P))  # the step of u at round P
-    delta = config.delta_scale * step * step * G  # c·η²·G: the squared length of c first steps
+    delta = config.delta_scale * step * math.sqrt(step * G)  # c·√(η · η²G): both scale like Δ
     if not (math.isfinite(delta) and delta > 0):
         raise MpisgdError(f"protocol: --delta auto measured G = {G!r} over the first {P} rounds ({rows} rows): "
                           "the loss has no slope at w = 0 there; give a numeric --delta")
-    record = {"rule": "delta = c * eta_P^2 * G, G = mean over the pilot's rows of dloss(0, y)^2 * "
+    record = {"rule": "delta = c * eta_P * sqrt(eta_P * G), G = mean over the pilot's rows of dloss(0, y)^2 * "
                       "(|x|^2 + fit_intercept)",
               "c": config.delta_scale, "pilot_rounds": P, "eta_P": step, "G": G,
               "pilot_rows": rows, "delta": delta}

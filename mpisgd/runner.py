@@ -130,9 +130,10 @@ class Run:
         self.observer = observer
         self.central = config.protocol.central
         self.asynchronous = config.protocol.asynchronous(config.mode, self.size)
-        if config.protocol.monitoring and (checkpointer is not None or resume is not None):
+        if (config.protocol.monitoring or config.protocol.budget) and (checkpointer is not None or
+                                                                       resume is not None):
             raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
-                              "do not support fda yet")
+                              "do not support fda or --budget yet")
         self.checkpointer = checkpointer
         self.resume, self.fingerprint = resume, fingerprint
         self.resumed = None  # (round directory, t) when resumed
@@ -159,6 +160,7 @@ class Run:
             self.transport = MPITransport(self.comm, self.learners, asynchronous=self.asynchronous)
             self.world = self.transport
             self.coordinator = Coordinator(config.protocol, self.size)  # resolves on rank 0 only
+            self.transport.steer = self.coordinator.steer if config.protocol.budget else None
             self.checkpoints = CheckPoints(self.coordinator)
         self.timeline = Timeline()
         self.members = None
@@ -284,6 +286,7 @@ class Run:
         if self.nodes is not None:
             self.members = self.checkpoints.check(t, self.nodes, self.transport)
         else:
+            self.transport.at = t  # --budget: the rounds done, agreed at a full sync
             self.members = self.checkpoints.check(t, self.transport)
         if self.observer is not None:
             self.observer.after(t, self, self.members if self.rank == 0 else None)
@@ -319,6 +322,7 @@ class Run:
             T = self.comm.max_meta(rounds)  # counted once, by the interrupted run
             t = checkpoint.restore(self, T)
         self.T = T
+        self.coordinator.horizon = T * self.size  # --budget: every learner's rounds
         if self.config.protocol.auto and self.coordinator.delta is None and T > 0:
             self.pilot = Pilot(self.config.protocol, self.config.learner, 1, T)
             if self._pilot_values is not None:
@@ -545,6 +549,7 @@ class Run:
                 "intra_node": {side: {c: {key: sum(s["intra_node"][side][c][key] for s in summaries)
                                           for key in ("messages", "bytes")} for c in CATEGORIES}
                                for side in ("sent", "received")}}
+        report["budget"] = self.coordinator.budget  # --budget: the last steering step
         ck = self.checkpointer
         if ck is not None or self.resumed is not None:
             report["checkpoints"] = {

@@ -89,6 +89,8 @@ class SimTransport:
         self.sent = {}  # learner -> the model z it sent with its violation, until settled
         self.last_count = 0  # violators of the check begun last
         self.variance_log = []  # fda: (sums, exact δ) of every check begun
+        self.steer = None  # --budget: Coordinator.steer, after every full sync
+        self.at = 0  # the rounds every learner has done (set at each check point)
 
     # -- counting -----------------------------------------------------------
 
@@ -337,6 +339,10 @@ class SimTransport:
             total = wire.sync_unlevel(L.sync_levels(ids, z, c, k).sum(axis=0), c, k, L.r_bias, compress)
         L.set_reference_sum(total, k)
         self.sent = {}
+        if self.steer is not None:  # --budget: MPITransport._full_sync_steps
+            spent = self.counters()[0].sum()
+            self.allreduce("full_sync", wire.BUDGET_BYTES)
+            self.steer(spent, self.at * k, n)
 
     def final_mean(self, z):
         """The final Allreduce of every learner's final model z, shape (k, n + 2)."""
@@ -517,6 +523,8 @@ class Simulation:
         else:
             self.transport = self.world = SimTransport(self.L, self.k, mode, self.log)
             self.coordinator = Coordinator(protocol, self.k)
+            self.transport.steer = self.coordinator.steer if protocol.budget else None
+            self.coordinator.horizon = self.k * self.rounds
             self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync")
             self.b = int(protocol.period)
         # Variant (simulator only, dynamic): adaptive check period. After a check with
@@ -679,7 +687,7 @@ class Simulation:
     def _check(self):
         """One check point; returns True when it found no violator (or static)."""
         before = self._stats_snapshot()
-        self.transport.last_count = 0
+        self.transport.last_count, self.transport.at = 0, self.t
         if self.nodes is not None:
             self.checkpoints.check(self.t, self.nodes, self.transport)
         else:
@@ -761,6 +769,7 @@ class Simulation:
             "protocol_messages": self.model_messages() - (0 if self.central else 2 * self.coordinator.k),
             "stats": self.coordinator.stats.as_dict(),
             "delta_auto": self.coordinator.auto,
+            "budget": self.coordinator.budget,
             "bytes_sent": {c: int(sent_b[:, i].sum()) for i, c in enumerate(cats)},
             "bytes_received": {c: int(recv_b[:, i].sum()) for i, c in enumerate(cats)},
             "messages_sent": {c: int(sent_m[:, i].sum()) for i, c in enumerate(cats)},

@@ -28,6 +28,7 @@ from mpisgd.errors import MpisgdError
 CATEGORIES = ("violation", "balance_request", "balance_reply", "balance_result", "full_sync", "control")
 CONTROL_BYTES = 8  # one int64
 PILOT_BYTES = 16  # --delta auto: one learner's pilot statistics (Σ, rows), two float64, in an Allgather
+BUDGET_BYTES = 16  # --budget: one rank's (bytes sent, rounds done), two float64, in an Allreduce at a full sync
 # An uncompressed full sync probes for a sparse exchange only when its dense sum is larger than this: below
 # it the sum is latency-bound (α/β ≈ 12 KB on the 10gbe and ib100 presets, docs/NETWORK.md), so the
 # probe's extra collective would cost more than any bytes the pairs could save.

@@ -28,6 +28,10 @@ CASES = [
     ["--protocol", "dynamic", "--delta", "0.3", "--counter-limit", "2", "--counter-reset", "forced-only"],
     ["--protocol", "dynamic", "--delta", "auto", "--pilot-rounds", "40", "--delta-scale", "0.5", "--period", "2"],
     ["--protocol", "dynamic", "--delta", "0.3", "--hedge", "half"],
+    # --budget: Δ steered at every full sync from one more Allreduce (docs/ALGORITHMS.md §4.6)
+    ["--protocol", "dynamic", "--delta", "0.3", "--budget", "0.5"],
+    ["--protocol", "dynamic", "--delta", "auto", "--pilot-rounds", "20", "--delta-scale", "0.2", "--budget", "0.2",
+     "--period", "2", "--hedge", "half"],
     ["--protocol", "static", "--period", "3"],
     ["--protocol", "central"],
     ["--protocol", "fda", "--theta", "0.5", "--period", "2"],
@@ -177,6 +181,9 @@ def _assert_equal(paths, args, k, tmp_path):
         assert sim["stats"][key] == report["protocol"][key], key
     assert sim["errors"] == report["online"]["errors"]
     assert sim["delta_auto"] == report["delta_auto"]  # --delta auto: the same Δ, bit for bit
+    assert sim["budget"] == report["budget"]  # --budget: the same steering, bit for bit
+    if "--budget" in args:
+        assert report["budget"]["steps"] > 0  # Δ was steered
     np.testing.assert_allclose(sim["loss"], report["online"]["loss"], rtol=1e-9)
     np.testing.assert_allclose(sim["coef"], model.coef, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(sim["intercept"], model.intercept, rtol=1e-9, atol=1e-12)
@@ -199,3 +206,29 @@ def test_delta_auto_is_the_same_in_the_default_mode(k, shards, tmp_path):
     sim = _simulate(shards[k], args, tmp_path / "sim")
     assert report["delta_auto"] == sim["delta_auto"] and report["delta_auto"]["pilot_rows"] == 50 * k
     assert report["protocol"]["violations"] > 0  # the protocol ran with that Δ after the pilot
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("k", [2, 3])
+def test_budget_runs_in_the_default_mode(k, shards, tmp_path):
+    """--budget in the async default mode: the full syncs, each with its budget
+    Allreduce, complete on every rank whatever the timing, and Δ was steered."""
+    args = ["--protocol", "dynamic", "--delta", "0.3", "--budget", "0.3", "--hedge", "half"]
+    cmd = [str(MPIEXEC), "-n", str(k), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *shards[k],
+           "--out", str(tmp_path / "train"), "--quiet", *args]
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "train" / "report.json").read_text())
+    budget = report["budget"]
+    assert budget["steps"] == report["protocol"]["full_syncs"]["hedge"] > 0  # one steering step per full sync
+    assert budget["F"] == 0.3 and budget["horizon"] == k * 400 and budget["delta"] != 0.3
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+def test_budget_with_checkpoints_is_refused_before_learning(shards, tmp_path):
+    """The steered Δ is not in a checkpoint yet: --budget with --checkpoint-every is a clear error."""
+    cmd = [str(MPIEXEC), "-n", "2", sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *shards[2],
+           "--out", str(tmp_path / "train"), "--quiet", "--budget", "0.5", "--checkpoint-every", "100"]
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "--budget" in done.stderr
+    assert not (tmp_path / "train" / "report.json").exists()

@@ -3,6 +3,8 @@ transport: balancing keeps the mean model, every member of a balancing set
 meets its local condition afterwards, a full sync makes all models equal,
 and the violation counter forces a full sync."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -169,6 +171,13 @@ def test_time_dependent_threshold():
         ({"delta": "auto", "pilot_rounds": 0}, "pilot_rounds"),
         ({"delta": "auto", "delta_decay": True}, "delta_decay"),
         ({"hedge": "sometimes"}, "hedge"),
+        ({"budget": 0.0}, "budget"),
+        ({"budget": -0.5}, "budget"),
+        ({"budget": 1.5}, "budget"),
+        ({"budget": float("nan")}, "budget"),
+        ({"budget": "half"}, "budget"),
+        ({"budget": 0.5, "name": "static"}, "budget"),
+        ({"budget": 0.5, "delta_decay": True}, "budget"),
     ],
 )
 def test_bad_configuration_is_named(kwargs, word):
@@ -282,7 +291,7 @@ def test_auto_delta_rule_and_threshold():
     with pytest.raises(RuntimeError):
         coordinator.threshold(12)
     delta = coordinator.set_auto_delta(statistics, learner)
-    assert delta == 3.0 * 0.25 * 1.0  # c·η²·G
+    assert delta == 3.0 * 0.5 * math.sqrt(0.5 * 1.0)  # c·η·√(η·G)
     assert delta == auto_delta(config, learner, statistics)[0]
     assert coordinator.auto["G"] == 1.0 and coordinator.auto["pilot_rows"] == 8
     assert coordinator.threshold(10) == float("inf") and coordinator.threshold(12) == delta
@@ -294,9 +303,28 @@ def test_auto_delta_follows_the_schedule_at_the_pilots_end():
     learner = {"loss": "hinge", "schedule": "invscaling", "eta0": 2.0, "power": 0.5}
     delta, record = auto_delta(config, learner, [(5.0, 5)])
     assert record["eta_P"] == pytest.approx(2.0 / 4.0)  # η0 / P^power
-    assert delta == pytest.approx(0.25)
+    assert delta == pytest.approx(0.5 * math.sqrt(0.5))
 
 
 def test_auto_delta_without_a_slope_is_a_clear_error():
     with pytest.raises(MpisgdError, match="--delta"):
         auto_delta(ProtocolConfig(delta="auto"), {"loss": "squared"}, [(0.0, 10)])
+
+
+def test_budget_steers_delta_by_what_is_left_against_what_the_budget_leaves():
+    from mpisgd.wire import dense_nbytes
+
+    coordinator = Coordinator(ProtocolConfig(delta=2.0, budget=0.5), 2)
+    coordinator.horizon = 2 * 800  # k·T
+    per_round = 0.5 / 8 * dense_nbytes(6)  # F·(static b=8's bytes) per learner-round
+    assert coordinator.steer(per_round * 800, 800, 6) == 2.0  # on budget: Δ stays
+    delta = coordinator.steer(per_round * 1000, 800, 6)  # ahead: planned 800, left 600
+    assert delta == pytest.approx(2.0 * math.sqrt(800 / 600))
+    assert coordinator.budget["steps"] == 2 and coordinator.budget["spent"] == per_round * 1000
+    assert coordinator.steer(0.0, 800, 6) == pytest.approx(delta * math.sqrt(0.5))  # behind: Δ shrinks
+    before = coordinator.delta
+    assert coordinator.steer(per_round * 1600, 1000, 6) == before * 2  # the budget used up: at most doubled
+    assert coordinator.budget["ratio"] is None
+    coordinator.steer(per_round * 10, 1600, 6)  # at the end nothing is planned: at most halved
+    assert coordinator.delta == before
+    assert coordinator.threshold(5) == coordinator.delta

@@ -375,7 +375,8 @@ def test_delta_auto_gives_the_same_result_whatever_the_blocks():
 @pytest.mark.parametrize("args, word", [(["--delta", "-1"], "delta"), (["--delta", "0"], "delta"),
                                         (["--delta-scale", "0"], "delta_scale"),
                                         (["--delta-scale", "-2"], "delta_scale"),
-                                        (["--pilot-rounds", "0"], "pilot_rounds")])
+                                        (["--pilot-rounds", "0"], "pilot_rounds"),
+                                        (["--budget", "0"], "budget"), (["--budget", "1.01"], "budget")])
 def test_simulate_names_a_bad_delta_before_learning(args, word, tmp_path, capsys):
     from mpisgd.cli import main
 
@@ -404,5 +405,22 @@ def test_simulate_reports_and_prints_delta_auto(tmp_path, capsys):
     report = json.loads((out / "report.json").read_text())
     auto = report["delta_auto"]
     assert report["configuration"]["protocol"]["delta"] == "auto"  # the default
-    assert auto["delta"] == auto["c"] * auto["eta_P"] ** 2 * auto["G"] and auto["pilot_rows"] == 3 * 8
-    assert "delta auto: Δ = c·η²·G" in printed and '"delta": "auto"' in printed
+    assert auto["delta"] == auto["c"] * auto["eta_P"] * math.sqrt(auto["eta_P"] * auto["G"])
+    assert auto["pilot_rows"] == 3 * 8
+    assert "delta auto: Δ = c·η·√(η·G)" in printed and '"delta": "auto"' in printed
+
+
+def test_simulate_reports_and_prints_the_budget(tmp_path, capsys):
+    import json
+
+    from mpisgd.cli import main
+
+    out = tmp_path / "run"
+    assert main(["simulate", "--synthetic", "disjunction", "-k", "3", "--rounds", "300", "--budget", "0.3",
+                 "--hedge", "half", "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    budget = report["budget"]
+    assert report["configuration"]["protocol"]["budget"] == 0.3
+    assert budget["steps"] == report["stats"]["full_syncs"]["hedge"] > 0 and budget["horizon"] == 3 * 300
+    assert budget["delta"] != report["delta_auto"]["delta"]  # steered from the measured Δ
+    assert "budget F = 0.3: Δ steered at" in capsys.readouterr().out

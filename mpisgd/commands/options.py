@@ -39,11 +39,14 @@ def add_protocol_arguments(g):
                    help="b: rounds between full syncs (static) or checks (dynamic)")
     g.add_argument("--delta", type=delta_value, default="auto",
                    help="divergence threshold Δ (Δ0 with --delta-decay), or auto (default): "
-                   "Δ = c·η²·G, G the mean squared first step ℓ'(0,y)²(‖x‖²+1) over the first "
+                   "Δ = c·η·√(η·G), G the mean squared first step ℓ'(0,y)²(‖x‖²+1) over the first "
                    "--pilot-rounds rounds of every learner, which are not checked (docs/ALGORITHMS.md §4.4)")
     g.add_argument("--delta-scale", type=float, default=DELTA_SCALE,
-                   help="c of --delta auto: Δ is the squared length of c first SGD steps")
+                   help="c of --delta auto: Δ is c times the geometric mean of η and η²·G")
     g.add_argument("--pilot-rounds", type=int, default=PILOT_ROUNDS, help="P: the pilot of --delta auto")
+    g.add_argument("--budget", type=float, default=None,
+                   help="F in (0, 1]: Δ steered at every full sync toward F times the bytes static b=8 would "
+                   "send (docs/ALGORITHMS.md §4.6)")
     g.add_argument("--hedge", choices=HEDGES, default="counter",
                    help="counter (Kamp et al.): a full sync once k violations have been counted since the "
                    "last one; half (the authors' DynamicHedgeSync): no counter, the balancing set doubles "
@@ -116,7 +119,7 @@ def protocol_config(args):
 
     return ProtocolConfig(
         name=args.protocol, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
-        delta_scale=args.delta_scale, pilot_rounds=args.pilot_rounds, hedge=args.hedge,
+        delta_scale=args.delta_scale, pilot_rounds=args.pilot_rounds, budget=args.budget, hedge=args.hedge,
         augmentation=args.augmentation, counter_counts=args.counter_counts,
         counter_reset=args.counter_reset, counter_limit=args.counter_limit, burst_fraction=args.burst_fraction,
         seed=args.protocol_seed, theta=args.theta, fda_directions=args.fda_directions,
@@ -127,8 +130,15 @@ def protocol_config(args):
 
 def delta_auto_line(auto):
     """The summary line of --delta auto (report.json's delta_auto)."""
-    return (f"delta auto: Δ = c·η²·G = {auto['c']:g}·{auto['eta_P']:.4g}²·{auto['G']:.6g} = {auto['delta']:.6g} "
+    eta = f"{auto['eta_P']:.4g}"
+    return (f"delta auto: Δ = c·η·√(η·G) = {auto['c']:g}·{eta}·√({eta}·{auto['G']:.6g}) = {auto['delta']:.6g} "
             f"(G over the first {auto['pilot_rounds']} rounds, {auto['pilot_rows']} rows)")
+
+
+def budget_line(budget):
+    """The summary line of --budget (report.json's budget: the last steering step)."""
+    return (f"budget F = {budget['F']:g}: Δ steered at {budget['steps']} full syncs, now {budget['delta']:.6g} "
+            f"({budget['spent']} bytes sent by its last)")
 
 
 def learner_args(args):

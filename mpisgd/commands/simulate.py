@@ -12,8 +12,8 @@ paper's model messages, bytes and messages by category, protocol statistics,
 the breakdown by cause and phase) and timeline.csv to --out.
 """
 
-from mpisgd.commands.options import (add_learner_arguments, add_protocol_arguments, delta_auto_line, learner_args,
-                                    protocol_config)
+from mpisgd.commands.options import (add_learner_arguments, add_protocol_arguments, budget_line, delta_auto_line,
+                                    learner_args, protocol_config)
 
 HELP = "simulate k learners in one process (same protocol code and message counts as train)"
 
@@ -123,6 +123,8 @@ def run(args):
               f" final), bytes {sum(result['bytes_sent'].values())}, {len(result['drifts'])} drifts, {wall:.2f}s")
         if result.get("delta_auto"):
             print("mpisgd simulate: " + delta_auto_line(result["delta_auto"]))
+        if result.get("budget"):
+            print("mpisgd simulate: " + budget_line(result["budget"]))
         if "network" in result:
             net = result["network"]
             print(f"mpisgd simulate: predicted on {net['network']}: wall {net['wall']:.3f}s, of which in MPI "

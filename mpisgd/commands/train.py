@@ -232,7 +232,7 @@ def run(args):
             checkpointer = checkpoint.Checkpointer(comm, os.path.join(args.out, checkpoint.SUBDIR),
                                                    args.checkpoint_every, args.checkpoint_seconds,
                                                    args.poll_rows, fingerprint)
-    from mpisgd.commands.options import delta_auto_line
+    from mpisgd.commands.options import budget_line, delta_auto_line
 
     run, report = train(comm, source, config, out_dir=args.out, progress=progress,
                         extra={"data": data, "argv": sys.argv[1:]}, checkpointer=checkpointer,
@@ -244,6 +244,8 @@ def run(args):
             print(f"mpisgd train: resumed from {run.resumed[0]} (round {run.resumed[1]})")
         if report.get("delta_auto"):
             print("mpisgd train: " + delta_auto_line(report["delta_auto"]))
+        if report.get("budget"):
+            print("mpisgd train: " + budget_line(report["budget"]))
         for line in summary_lines(report):
             print("mpisgd train: " + line)
         print(f"mpisgd train: wrote {args.out}/model.h5, report.json, timeline.csv", flush=True)
