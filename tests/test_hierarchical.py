@@ -157,6 +157,7 @@ def test_run_many_shares_one_stream_with_hierarchical_configurations():
     (dict(name="fda", theta=1.0, node_size=2), "not 'fda'"),
     (dict(name="none", node_size=2), "not 'none'"),
     (dict(name="central", node_size=2), "not 'central'"),
+    (dict(node_size=2, budget=0.5), "--budget"),
 ])
 def test_bad_hierarchy_is_refused(kwargs, match):
     with pytest.raises(MpisgdError, match=match):
