@@ -11,7 +11,8 @@ messages and its pairs blocks, the LIBSVM parser and the shard reader each
 get the whole budget. CI runs this module in a step of its own, beside the
 rest of the suite (``make test-properties``, .ci/run). Every case writes
 its file to a tmpfs (/dev/shm) where there is one: the shard reader's cases
-cost mostly h5py's per-call work, not the disk.
+cost mostly h5py's per-call work, not the disk. A shard case that hangs
+inside libhdf5 ends the run after ``HANG`` s (``check_read``).
 """
 
 import os
@@ -445,8 +446,27 @@ def read_all(path, block_rows):
     return X.tocsr(), np.concatenate([b.y for b in parts])
 
 
+HANG = 60  # seconds: a shard case still reading after this has hung (a case takes milliseconds)
+
+
 def check_read(path, X, y, block_rows):
-    """MpisgdError naming the file, or exactly the rows that were written."""
+    """MpisgdError naming the file, or exactly the rows that were written.
+
+    At 10,000 cases one flipped bit (a size in HDF5's global heap, which holds
+    the shard's string attributes) sent libhdf5 2.0.0 into an endless loop that
+    no Python code can interrupt: faulthandler's own thread then ends the whole
+    run after HANG s, with every thread's stack, instead of CI waiting forever
+    (the mutant stays in the scratch directory)."""
+    import faulthandler
+
+    faulthandler.dump_traceback_later(HANG, exit=True)
+    try:
+        return _check_read(path, X, y, block_rows)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def _check_read(path, X, y, block_rows):
     from mpisgd.data import shard
 
     # Every example rewrites the same path within a clock tick, at the same
