@@ -521,7 +521,8 @@ class Shard:
         self.feature_sums = np.array(self._get("feature_sums", slice(0, self.n_features)))
 
     def _check_filters(self, name):
-        """A chunked dataset's filters are the writer's (``_filters``): every chunk
+        """A chunked dataset's chunks are all there (``_chunks``) and its filters
+        are the writer's (``_filters``): every chunk
         checksummed (fletcher32), the shuffle filter's element size the type's,
         and no chunk stored with the shuffle skipped (it never fails; lzf and
         deflate may, on bytes they cannot shrink). A damaged filter message
@@ -536,18 +537,30 @@ class Shard:
         if h5py.h5z.FILTER_FLETCHER32 not in codes:
             raise MpisgdError(f"{self.path}: dataset {name!r} is corrupt (chunks without checksums)")
         if h5py.h5z.FILTER_SHUFFLE not in codes:
+            self._chunks(name)
             return
         at = codes.index(h5py.h5z.FILTER_SHUFFLE)
         if tuple(filters[at][2][:1]) != (ds.dtype.itemsize,):
             raise MpisgdError(f"{self.path}: dataset {name!r} is corrupt (shuffle filter of element size "
                               f"{tuple(filters[at][2][:1])}, its type has {ds.dtype.itemsize})")
-        masks = []
-        if hasattr(ds.id, "chunk_iter"):  # one pass over the chunk index (HDF5 >= 1.12.3)
-            ds.id.chunk_iter(lambda info: masks.append(info.filter_mask))
-        else:  # a lookup per chunk
-            masks = [ds.id.get_chunk_info(i).filter_mask for i in range(ds.id.get_num_chunks())]
-        if any(mask >> at & 1 for mask in masks):
+        if any(mask >> at & 1 for _offset, mask in self._chunks(name)):
             raise MpisgdError(f"{self.path}: dataset {name!r} is corrupt (a chunk stored unshuffled)")
+
+    def _chunks(self, name):
+        """[(first element, filter mask)] of a chunked dataset's stored chunks,
+        refused unless they are exactly its chunks (the writer writes every
+        element): a damaged index entry (one bit moved labels' chunk from 0 to
+        65,536) leaves elements unallocated, which HDF5 reads as 0 without an error."""
+        ds = self.f[name]
+        chunks = []
+        if hasattr(ds.id, "chunk_iter"):  # one pass over the chunk index (HDF5 >= 1.12.3)
+            ds.id.chunk_iter(lambda info: chunks.append((info.chunk_offset[0], info.filter_mask)))
+        else:  # a lookup per chunk
+            chunks = [(info.chunk_offset[0], info.filter_mask)
+                      for info in map(ds.id.get_chunk_info, range(ds.id.get_num_chunks()))]
+        if sorted(offset for offset, _mask in chunks) != list(range(0, ds.shape[0], ds.chunks[0])):
+            raise MpisgdError(f"{self.path}: dataset {name!r} is corrupt (its chunk index does not cover it)")
+        return chunks
 
     def _map(self):
         """Memory-map the contiguous datasets; checksums verified lazily."""
