@@ -558,7 +558,8 @@ class Shard:
         else:  # a lookup per chunk
             chunks = [(info.chunk_offset[0], info.filter_mask)
                       for info in map(ds.id.get_chunk_info, range(ds.id.get_num_chunks()))]
-        if sorted(offset for offset, _mask in chunks) != list(range(0, ds.shape[0], ds.chunks[0])):
+        n, c = ds.shape[0], ds.chunks[0]
+        if len(chunks) != -(-n // c) or sorted(offset for offset, _mask in chunks) != list(range(0, n, c)):
             raise MpisgdError(f"{self.path}: dataset {name!r} is corrupt (its chunk index does not cover it)")
         return chunks
 
