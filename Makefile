@@ -21,7 +21,7 @@ MPI_JOB_TIMEOUT  ?= 1800
 mpi_pytest = timeout -k 10 $(MPI_JOB_TIMEOUT) $(MPIEXEC) -n $(1) $(PYTEST) -x --only-mpi -m mpi \
 	-p no:cacheprovider --timeout $(MPI_TEST_TIMEOUT) --timeout-method thread $(PYTEST_OK)
 
-.PHONY: venv demo test test-serial test-mpi bench reproduce clean venv-mpi bench-network
+.PHONY: venv demo test test-serial test-mpi test-properties bench reproduce clean venv-mpi bench-network
 
 venv: $(STAMP)
 
@@ -37,12 +37,20 @@ demo: $(STAMP)
 # The serial run also fills numba's cache, so the MPI ranks never race to compile.
 test: test-serial test-mpi
 
+# SERIAL_ARGS: more pytest arguments (.ci/run: --ignore=tests/test_properties.py).
+SERIAL_ARGS ?=
 test-serial: $(STAMP)
-	$(PYTEST)
+	$(PYTEST) $(SERIAL_ARGS)
 
 test-mpi: $(STAMP)
 	$(call mpi_pytest,2)
 	$(call mpi_pytest,3)
+
+# The property tests alone at CI's budget, 10,000 hypothesis cases per decoder (the "ci"
+# profile of tests/conftest.py; `make test` runs them at the environment's: "dev", 1,000,
+# unless CI=true). .ci/run runs this beside `make test`, whose serial part then leaves them out.
+test-properties: $(STAMP)
+	HYPOTHESIS_PROFILE=ci $(PYTEST) -p no:cacheprovider --durations=0 tests/test_properties.py
 
 # Full-size benchmarks (tens of minutes; results and how to read them in bench/README.md).
 bench: $(STAMP)

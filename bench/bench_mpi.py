@@ -19,7 +19,8 @@ skew        the round skew of async mode (rounds between the fastest and the slo
             static b=8 for reference.
 straggler   one rank at half speed (bench/straggler.py): how much later the other ranks learn
             their last row, for none, static b=8 and dynamic async and sync, at -n 2 and -n 3
-            (oversubscribed on 2 cores).
+            (oversubscribed on 2 cores); async also with --poll-seconds 1000 (polls every
+            --poll-rows rounds whatever they cost: the cadence before --poll-seconds).
 
 Every job is ``mpiexec -n K python -m mpi4py -m mpisgd train ...`` and reads its report.json.
 """
@@ -206,9 +207,11 @@ def section_straggler(quick, tmp):
 
     # rows costly enough (2.5 ms: a much heavier model) that learning, not MPI latency on a loaded
     # machine, sets the pace
-    rounds, reps, row_seconds = (1000, 1, 2.5e-3) if quick else (2000, 1, 2.5e-3)
+    rounds, reps, row_seconds = (1000, 1, 2.5e-3) if quick else (2000, 3, 2.5e-3)
     protocols = {"none": ["--protocol", "none"], "static b=8": ["--protocol", "static", "--period", "8"],
                  "dynamic Δ=10 b=8 async": ["--protocol", "dynamic", "--delta", "10", "--period", "8"],
+                 "dynamic Δ=10 b=8 async --poll-seconds 1000": ["--protocol", "dynamic", "--delta", "10",
+                                                               "--period", "8", "--poll-seconds", "1000"],
                  "dynamic Δ=10 b=8 sync": ["--protocol", "dynamic", "--delta", "10", "--period", "8",
                                            "--mode", "sync"]}
     print(f"\n## straggler: every row costs {row_seconds * 1e6:.0f} µs more (a sleep), the last rank's twice that "

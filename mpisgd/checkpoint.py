@@ -68,6 +68,7 @@ def fingerprint(config, ranks, data):
     the synthetic stream's parameters)."""
     run = config.as_dict()
     run.pop("poll_rows", None)
+    run.pop("poll_seconds", None)
     data = dict(data)
     if "shards" in data:
         data["shards"] = [os.path.basename(os.fspath(p)) for p in data["shards"]]

@@ -15,7 +15,8 @@ Modes of the dynamic protocol (docs/RUNNING.md; the other protocols have one):
   skips its own checks while its resolution is pending and, when the
   balanced model arrives, keeps the progress it made meanwhile. A quiet
   check sends nothing. Followers answer rank 0 whenever they poll (every
-  ``poll_rows`` rounds and at their check points); rank 0 resolves the
+  ``poll_rows`` rounds, sooner when that many rows would take a slow rank
+  over ``poll_seconds``, and after a violation); rank 0 resolves the
   violations that have arrived between its own blocks of rows, never
   waiting (``mpisgd.protocol.AsyncCoordinator``), and full syncs are
   nonblocking Allreduces.
@@ -77,6 +78,7 @@ class RunConfig:
     learner: dict = field(default_factory=dict)  # keyword arguments of OnlineLearners
     timeline_every: int = 0  # rounds between timeline rows (0: only at the end)
     poll_rows: int = 256  # async: rounds between polls for rank 0's messages
+    poll_seconds: float = 0.01  # async: and at most about this much of the rank's learning between them
     staleness: int = None  # async: rounds a violator learns on before it waits for its resolution (None: b)
 
     def __post_init__(self):
@@ -86,6 +88,8 @@ class RunConfig:
             raise MpisgdError(f"timeline_every: must be >= 0, got {self.timeline_every}")
         if self.poll_rows < 1:
             raise MpisgdError(f"poll_rows: must be >= 1, got {self.poll_rows}")
+        if not self.poll_seconds > 0:
+            raise MpisgdError(f"poll_seconds: must be > 0, got {self.poll_seconds}")
         if self.staleness is not None and self.staleness < 0:
             raise MpisgdError(f"staleness: must be >= 0, got {self.staleness}")
         if self.protocol.hierarchical:
@@ -97,7 +101,8 @@ class RunConfig:
 
     def as_dict(self):
         return {"protocol": self.protocol.as_dict(), "mode": self.mode, "learner": dict(self.learner),
-                "timeline_every": self.timeline_every, "poll_rows": self.poll_rows, "staleness": self.staleness}
+                "timeline_every": self.timeline_every, "poll_rows": self.poll_rows, "poll_seconds": self.poll_seconds,
+                "staleness": self.staleness}
 
 
 # -- the run --------------------------------------------------------------------------
@@ -413,8 +418,11 @@ class Run:
 
         cut = None  # the agreed round of the next cut
         violated = None  # the round of this learner's unresolved violation, or at which it joined a resolution
+        rate = None  # rounds per second of this rank's last block (its polls come every ~poll_seconds)
         while t < T:
             stop = min(T, (t // poll + 1) * poll)
+            if rate is not None:  # a slow rank answers within poll_seconds, not poll_rows of its rounds
+                stop = min(stop, t + max(1, int(rate * self.config.poll_seconds)))
             if every:
                 stop = min(stop, (t // every + 1) * every)
             if ck is not None and ck.every:
@@ -423,6 +431,7 @@ class Run:
                 stop = min(stop, cut)
             if self.pilot is not None:
                 stop = min(stop, self.pilot.end)
+            began, before = time.perf_counter(), t
             if tr.pending:  # no own checks until the resolution arrives
                 if violated is not None:
                     stop = min(stop, max(t + 1, violated + staleness))
@@ -436,6 +445,9 @@ class Run:
                     else:
                         tr.send_violation_async()
                     violated = t
+            elapsed = time.perf_counter() - began
+            if elapsed > 0:
+                rate = (t - before) / elapsed
             self._end_pilot(t)  # before round P nobody violates: nothing is in flight
             answer(t)
             if tr.pending and violated is None:  # fetched into a resolution (or a full sync) meanwhile

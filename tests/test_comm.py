@@ -65,6 +65,8 @@ def test_run_config_is_checked():
         RunConfig(mode="eventually")
     with pytest.raises(MpisgdError, match="poll_rows"):
         RunConfig(poll_rows=0)
+    with pytest.raises(MpisgdError, match="poll_seconds"):
+        RunConfig(poll_seconds=0.0)
     assert json.dumps(RunConfig().as_dict())
 
 

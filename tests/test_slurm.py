@@ -3,8 +3,10 @@
 A one-node SLURM cluster (tests/slurm_cluster.py: munged, slurmctld and
 slurmd on this host, installed with apt-get if missing) runs the scripts as
 a user would submit them, with ``sbatch --wait``. Skipped with the reason
-where SLURM cannot be installed or started. Every job is tiny (seconds).
-The last test runs a script through jobs/local.sh, the same without SLURM.
+where SLURM cannot be installed or started. Every job is tiny (seconds),
+but for the two at a real time limit (sync and async mode: paced to over
+two minutes, mostly asleep). One test runs a script through jobs/local.sh,
+the same without SLURM.
 """
 
 import json
@@ -159,25 +161,14 @@ def test_local_launcher_runs_the_array_tasks_it_is_given(tmp_path):
     assert [report(d)["configuration"]["protocol"]["delta"] for d in dirs] == [0.5, 8.0]
 
 
-def test_train_job_at_its_time_limit_checkpoints_requeues_and_resumes(cluster, tmp_path):
-    """A real time limit (--time 2, --signal B:TERM@30): the batch shell passes
-    SIGTERM to the ranks, the run checkpoints at its next poll and stops, the
-    job requeues itself and resumes, as often as it takes; the final model
-    equals an uninterrupted run's. The run is paced (tests/helpers/paced.py,
-    10 s per poll of 50 rounds: over 120 s in all) so that the limit falls
-    mid-run on any machine. SLURM holds a requeued job for 2 minutes
-    (BeginTime); the test releases it at once. ``sbatch --wait`` may return
-    at the requeue, so the test waits until the job has left the queue."""
+def run_to_the_end_through_requeues(cluster, tmp_path, args, pace):
+    """``jobs/train.sbatch ARGS`` under a real time limit (--time 2, --signal
+    B:TERM@30), paced at ``pace`` seconds per poll (tests/helpers/paced.py) so
+    that the limit falls mid-run on any machine; requeued as often as it takes.
+    SLURM holds a requeued job for 2 minutes (BeginTime); this releases it at
+    once. ``sbatch --wait`` may return at the requeue, so this waits until the
+    job has left the queue. Returns (job id, job log, its output directory)."""
     import threading
-
-    from mpisgd.model import LinearModel
-
-    args = ["--synthetic", "disjunction", "--rounds", "600", "--features", "20", "--seed", "3",
-            "--protocol", "dynamic", "--delta", "1.0", "--period", "1", "--mode", "sync", "--poll-rows", "50", "--quiet"]
-    ref = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train",
-                          *args, "--out", str(tmp_path / "reference")], cwd=ROOT, env=job_env(),
-                         capture_output=True, text=True, timeout=TIMEOUT)
-    assert ref.returncode == 0, ref.stdout + ref.stderr
 
     done = threading.Event()
 
@@ -192,7 +183,7 @@ def test_train_job_at_its_time_limit_checkpoints_requeues_and_resumes(cluster, t
     releaser.start()
     runs = tmp_path / "runs"
     env = dict(cluster.env, MPISGD_RUNS=str(runs), MPISGD_VENV=str(VENV), MPISGD_WARM="0",
-               MPISGD_TEST_PACE="10", PYTHONPATH=str(ROOT / "tests" / "helpers" / "paced_site"))
+               MPISGD_TEST_PACE=str(pace), PYTHONPATH=str(ROOT / "tests" / "helpers" / "paced_site"))
     try:
         rc, job, out = cluster.sbatch_wait(
             JOBS / "train.sbatch", *args, env=env, cwd=ROOT, timeout=900,
@@ -208,9 +199,56 @@ def test_train_job_at_its_time_limit_checkpoints_requeues_and_resumes(cluster, t
     assert job and (runs / job / "model.h5").exists(), out + log
     assert "requeueing job" in log and "resuming from the checkpoints" in log, log
     assert "stopped by a signal (SIGTERM)" in log, log
-    a = LinearModel.load(tmp_path / "reference" / "model.h5")
-    b = LinearModel.load(runs / job / "model.h5")
+    return job, log, runs / job
+
+
+def reference_run(tmp_path, args):
+    """The same run uninterrupted, unpaced, outside SLURM: its output directory."""
+    ref = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train",
+                          *args, "--out", str(tmp_path / "reference")], cwd=ROOT, env=job_env(),
+                         capture_output=True, text=True, timeout=TIMEOUT)
+    assert ref.returncode == 0, ref.stdout + ref.stderr
+    return tmp_path / "reference"
+
+
+def test_train_job_at_its_time_limit_checkpoints_requeues_and_resumes(cluster, tmp_path):
+    """Sync mode at a real time limit: the batch shell passes SIGTERM to the
+    ranks, the run checkpoints at its next poll and stops, the job requeues
+    itself and resumes (``run_to_the_end_through_requeues``, 10 s per poll of
+    50 rounds: over 120 s in all); the final model equals an uninterrupted run's."""
+    from mpisgd.model import LinearModel
+
+    args = ["--synthetic", "disjunction", "--rounds", "600", "--features", "20", "--seed", "3",
+            "--protocol", "dynamic", "--delta", "1.0", "--period", "1", "--mode", "sync", "--poll-rows", "50", "--quiet"]
+    reference = reference_run(tmp_path, args)
+    job, log, out = run_to_the_end_through_requeues(cluster, tmp_path, args, pace=10)
+    a = LinearModel.load(reference / "model.h5")
+    b = LinearModel.load(out / "model.h5")
     np.testing.assert_array_equal(b.coef, a.coef)
     assert b.intercept == a.intercept
-    resumed = report(runs / job)["checkpoints"]["resumed_from"]["round"]
+    resumed = report(out)["checkpoints"]["resumed_from"]["round"]
     assert 0 < resumed < 600 and resumed % 50 == 0
+
+
+def test_async_train_job_at_its_time_limit_cuts_requeues_and_resumes_consistently(cluster, tmp_path):
+    """The default (async) mode at a real time limit: on SIGTERM the ranks agree
+    on a round, make a consistent cut there and checkpoint it, the job requeues
+    itself and resumes. Async runs are not bit-reproducible, so the checks are
+    the invariants of a consistent cut (tests/test_checkpoint.py): the stopped
+    checkpoint has every rank at the agreed round with nothing in flight and
+    every message counted on both sides; the resumed run learned each rank's
+    600 rows once, wrote each timeline row once, and its counters agree; and
+    its online error is near an uninterrupted run's."""
+    from test_checkpoint import assert_consistent, assert_cut
+
+    args = ["--synthetic", "disjunction", "--rounds", "600", "--features", "20", "--seed", "3",
+            "--protocol", "dynamic", "--delta", "0.5", "--period", "2", "--augmentation", "random-one",
+            "--protocol-seed", "7", "--timeline-every", "50", "--mode", "async", "--poll-rows", "50", "--quiet"]
+    reference = reference_run(tmp_path, args)
+    job, log, out = run_to_the_end_through_requeues(cluster, tmp_path, args, pace=10)
+    resumed = report(out)["checkpoints"]["resumed_from"]["round"]
+    assert 0 < resumed < 600 and f"checkpoint of round {resumed}" in log, log
+    assert assert_cut(out / "checkpoints" / f"round-{resumed}", 2) == resumed
+    assert_consistent(out, 2, resumed_from=resumed)
+    errors = [report(d)["online"]["error_rate"] for d in (reference, out)]
+    assert errors[1] <= max(2 * errors[0], errors[0] + 0.05), errors

@@ -38,6 +38,9 @@ def add_arguments(parser):
     g = parser.add_argument_group("protocol (Kamp et al. 2014)")
     add_protocol_arguments(g)
     g.add_argument("--poll-rows", type=int, default=256, help="async: rounds between polls for rank 0's messages")
+    g.add_argument("--poll-seconds", type=float, default=0.01,
+                   help="async: and at most about this much of a rank's learning between its polls (a slow "
+                        "rank's rounds are counted against its measured pace)")
     g.add_argument("--staleness", type=int, default=None, metavar="ROUNDS",
                    help="async: rounds a violator learns on before it waits for its resolution "
                         "(default: the period b)")
@@ -131,7 +134,8 @@ def _config(args):
     if not args.checkpoint_seconds >= 0:
         raise MpisgdError(f"--checkpoint-seconds must be >= 0, got {args.checkpoint_seconds}")
     return RunConfig(protocol=protocol, mode=args.mode, learner=learner,
-                     timeline_every=args.timeline_every, poll_rows=args.poll_rows, staleness=args.staleness)
+                     timeline_every=args.timeline_every, poll_rows=args.poll_rows, poll_seconds=args.poll_seconds,
+                     staleness=args.staleness)
 
 
 class Progress:

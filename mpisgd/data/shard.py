@@ -41,6 +41,11 @@ DEFAULT_COMPRESSION = "none"
 COMPRESSIONS = ("none", "lzf", "gzip")
 REQUIRED = ("format", "format_version", "n_rows", "n_features", "nnz")
 DATASETS = ("indptr", "indices", "data", "labels", "feature_sums")
+# Each dataset's stored type (docs/FORMAT.md), little-endian as written. Checked on
+# opening: a damaged type message (float64 turned into uint64 by one bit) passes the
+# checksums, which cover the values' bytes, not their type.
+TYPES = {"indptr": ("<i8",), "indices": ("<i4",), "data": ("<f8", "<f4"), "labels": ("<f8",),
+         "feature_sums": ("<f8",)}
 # Segments already verified in this process, per file version: a shard read
 # again (the next epoch) is not checksummed again.
 _VERIFIED = {}
@@ -501,6 +506,11 @@ class Shard:
                 raise MpisgdError(f"{self.path}: dataset {name!r} missing")
             if not isinstance(self.f[name], h5py.Dataset):  # a damaged file can turn one into another object
                 raise MpisgdError(f"{self.path}: {name!r} is not a dataset")
+            if self.f[name].dtype.str not in TYPES[name]:
+                raise MpisgdError(f"{self.path}: dataset {name!r} is of type {self.f[name].dtype.str}, "
+                                  f"the format says {' or '.join(TYPES[name])}")
+            if self.f[name].chunks is not None:
+                self._check_filters(name)
         self.attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in a.items()}
         self.n_rows = int(a["n_rows"])
         self.n_features = int(a["n_features"])
@@ -526,6 +536,49 @@ class Shard:
         if first != 0 or last != self.nnz:
             raise MpisgdError(f"{self.path}: dataset 'indptr' does not span [0, nnz]")
         self.feature_sums = np.array(self._get("feature_sums", slice(0, self.n_features)))
+
+    def _check_filters(self, name):
+        """A chunked dataset's chunks are all there (``_chunks``) and its filters
+        are the writer's (``_filters``): every chunk
+        checksummed (fletcher32), the shuffle filter's element size the type's,
+        and no chunk stored with the shuffle skipped (it never fails; lzf and
+        deflate may, on bytes they cannot shrink). A damaged filter message
+        otherwise reads checksummed chunks into wrong values without an error
+        (one bit made labels' shuffle size 9: every label read as 0)."""
+        import h5py
+
+        ds = self.f[name]
+        dcpl = ds.id.get_create_plist()
+        filters = [dcpl.get_filter(i) for i in range(dcpl.get_nfilters())]  # (code, flags, values, name)
+        codes = [code for code, *_rest in filters]
+        if h5py.h5z.FILTER_FLETCHER32 not in codes:
+            raise MpisgdError(f"{self.path}: dataset {name!r} is corrupt (chunks without checksums)")
+        if h5py.h5z.FILTER_SHUFFLE not in codes:
+            self._chunks(name)
+            return
+        at = codes.index(h5py.h5z.FILTER_SHUFFLE)
+        if tuple(filters[at][2][:1]) != (ds.dtype.itemsize,):
+            raise MpisgdError(f"{self.path}: dataset {name!r} is corrupt (shuffle filter of element size "
+                              f"{tuple(filters[at][2][:1])}, its type has {ds.dtype.itemsize})")
+        if any(mask >> at & 1 for _offset, mask in self._chunks(name)):
+            raise MpisgdError(f"{self.path}: dataset {name!r} is corrupt (a chunk stored unshuffled)")
+
+    def _chunks(self, name):
+        """[(first element, filter mask)] of a chunked dataset's stored chunks,
+        refused unless they are exactly its chunks (the writer writes every
+        element): a damaged index entry (one bit moved labels' chunk from 0 to
+        65,536) leaves elements unallocated, which HDF5 reads as 0 without an error."""
+        ds = self.f[name]
+        chunks = []
+        if hasattr(ds.id, "chunk_iter"):  # one pass over the chunk index (HDF5 >= 1.12.3)
+            ds.id.chunk_iter(lambda info: chunks.append((info.chunk_offset[0], info.filter_mask)))
+        else:  # a lookup per chunk
+            chunks = [(info.chunk_offset[0], info.filter_mask)
+                      for info in map(ds.id.get_chunk_info, range(ds.id.get_num_chunks()))]
+        n, c = ds.shape[0], ds.chunks[0]
+        if len(chunks) != -(-n // c) or sorted(offset for offset, _mask in chunks) != list(range(0, n, c)):
+            raise MpisgdError(f"{self.path}: dataset {name!r} is corrupt (its chunk index does not cover it)")
+        return chunks
 
     def _map(self):
         """Memory-map the contiguous datasets; checksums verified lazily."""
