@@ -31,7 +31,9 @@ Experiments (docs/ALGORITHMS.md §4):
 - disjunction-beyond (``--only beyond``): the paper's protocol (Δ = 3, b = 1 and
   b = 8) beside what we built beyond it on the same streams: ``--delta auto``
   (b = 1 and 8), the authors' later hedge, 8-bit compressed messages and full
-  syncs, and variance monitoring (fda); static b ∈ {1, …, 128} as the curve.
+  syncs, variance monitoring (fda), ``--budget 0.2`` and 64 nodes of 8
+  learners (hierarchical, sync mode: its bytes are the inter-node ones);
+  static b ∈ {1, …, 128} as the curve.
 - neuralnet: n = 150, k = 1,024, T = 2,500, the NeuralNetStream defaults
   (8 tanh units, gain 1, 5 % label noise); Δ ∈ NN_DELTAS (``--only neuralnet``).
 - neuralnet-unit: the same streams seen with unit-norm inputs x/√n and η = 1
@@ -69,9 +71,9 @@ SENSITIVITY = {
 }
 
 
-def _cfg(label, name, period=1, delta=1.0, learner=None, order="learn-check", max_period=0, **protocol):
+def _cfg(label, name, period=1, delta=1.0, learner=None, order="learn-check", max_period=0, mode="async", **protocol):
     return {"label": label, "protocol": dict(name=name, period=period, delta=delta, **protocol),
-            "learner": dict(BASE_LEARNER, **(learner or {})), "order": order, "max_period": max_period}
+            "learner": dict(BASE_LEARNER, **(learner or {})), "order": order, "max_period": max_period, "mode": mode}
 
 
 def disjunction_configs(deltas=DISJ_DELTAS):
@@ -121,7 +123,9 @@ def beyond_configs():
             _cfg("auto b=1 q8", "dynamic", 1, "auto", q8), _cfg("auto b=8 q8", "dynamic", 8, "auto", q8),
             _cfg("Δ=3 b=8 q8", "dynamic", 8, 3.0, q8),
             _cfg("fda Θ=1 b=8", "fda", 8, theta=1.0, fda_lag=0),
-            _cfg("fda Θ=1 b=8 q8", "fda", 8, learner=q8, theta=1.0, fda_lag=0)]
+            _cfg("fda Θ=1 b=8 q8", "fda", 8, learner=q8, theta=1.0, fda_lag=0),
+            _cfg("auto b=1 budget=0.2", "dynamic", 1, "auto", budget=0.2),
+            _cfg("auto b=8 nodes of 8 (inter-node bytes)", "dynamic", 8, "auto", mode="sync", node_size=8)]
     return out
 
 
@@ -220,7 +224,7 @@ def tasks(args):
 
 def _key(config):
     """What makes two configurations the same run."""
-    return json.dumps({k: config.get(k) for k in ("protocol", "learner", "order", "max_period")}, sort_keys=True)
+    return json.dumps({k: config.get(k) for k in ("protocol", "learner", "order", "max_period", "mode")}, sort_keys=True)
 
 
 def run_task(task):
@@ -238,7 +242,7 @@ def run_task(task):
     every = max(1, T // 100)
     sims = [Simulation(stream.n_learners, stream.n_features, T, ProtocolConfig(**c["protocol"]), c["learner"],
                        c["order"], drifts, drift_window=max(1, T // 50), timeline_every=every,
-                       max_period=c.get("max_period", 0)) for c in unique.values()]
+                       max_period=c.get("max_period", 0), mode=c.get("mode", "async")) for c in unique.values()]
     start = time.perf_counter()
     results = dict(zip(unique, run_many(stream, T, sims)))
     wall = time.perf_counter() - start

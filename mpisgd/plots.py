@@ -132,7 +132,7 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
                          key=lambda k: com[k][0])
         for i, k in enumerate(singles):  # configurations of their own (disjunction-beyond), a marker each
             ax.errorbar(max(com[k][0], 1e-9), err[k][0], yerr=[[err[k][0] - err[k][1]], [err[k][2] - err[k][0]]],
-                        fmt="*", color=f"C{(i + 5) % 10}", label=k[2], ms=7, capsize=2, lw=1)
+                        fmt="*PXDv^<>"[i % 8], color=f"C{(i + 1) % 10}", label=k[2], ms=6, capsize=2, lw=1)
         for label, color in (("none", "k"), ("central", "C7")):
             k = (experiment, variant, label)
             if k in err:

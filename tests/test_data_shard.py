@@ -58,11 +58,11 @@ def test_plain_h5py_reads_a_shard(tmp_path):
     p = tmp_path / "s.h5"
     write_shard(p, X, y)
     with h5py.File(p, "r") as f:
-        assert f.attrs["format"] == "mpisgd-shard"
+        assert f.attrs["format"] == b"mpisgd-shard"  # fixed-length UTF-8 (docs/FORMAT.md)
         R = sp.csr_matrix((f["data"][:], f["indices"][:], f["indptr"][:]),
                           shape=(f.attrs["n_rows"], f.attrs["n_features"]))
         assert (R != X).nnz == 0 and np.array_equal(f["labels"][:], y)
-        assert f.attrs["compression"] == "none" and f["data"].chunks is None  # contiguous
+        assert f.attrs["compression"] == b"none" and f["data"].chunks is None  # contiguous
     write_shard(p, X, y, compression="lzf")
     with h5py.File(p, "r") as f:
         assert f["data"].fletcher32 and f["data"].compression == "lzf"

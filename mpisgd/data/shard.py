@@ -113,11 +113,23 @@ def _filters(compression):
 
 
 def _attr_value(v):
+    """An attribute as stored: strings (and JSON) as fixed-length UTF-8 bytes,
+    kept in the attribute's own header. A variable-length string would live in
+    the file's global heap, where one damaged size field sends libhdf5 into an
+    endless loop on reading (found by tests/test_properties.py)."""
     if isinstance(v, (dict, list, tuple)):
-        return json.dumps(v, default=lambda o: o.item() if hasattr(o, "item") else str(o))
+        v = json.dumps(v, default=lambda o: o.item() if hasattr(o, "item") else str(o))
     if v is None:
-        return ""
+        v = ""
+    if isinstance(v, str):
+        return np.bytes_(v.encode("utf-8"))
     return v
+
+
+def _attr_read(v):
+    """An attribute as read: fixed-length bytes back to str, NumPy scalars to Python."""
+    v = v.item() if hasattr(v, "item") else v
+    return v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
 
 
 class ShardWriter:
@@ -314,15 +326,15 @@ class ShardWriter:
                                   chunks=(min(CHUNK, max(1, self.n_features)),),
                                   **self.compression_kw)
         a = self.f.attrs
-        a["format"] = FORMAT
+        a["format"] = _attr_value(FORMAT)
         a["format_version"] = FORMAT_VERSION
         a["n_rows"] = self.n_rows
         a["n_features"] = self.n_features
         a["nnz"] = self.nnz
-        a["compression"] = self.compression
+        a["compression"] = _attr_value(self.compression)
         from mpisgd import __version__
 
-        a["mpisgd_version"] = __version__
+        a["mpisgd_version"] = _attr_value(__version__)
         for key in ("shard_index", "shard_count", "source", "label_mapping", "command"):
             a[key] = _attr_value(self.attrs.get(key, -1 if key.startswith("shard_") else ""))
         for key, v in self.attrs.items():
@@ -494,8 +506,8 @@ class Shard:
         for key in REQUIRED:
             if key not in a:
                 raise MpisgdError(f"{self.path}: not an mpisgd shard (attribute {key!r} missing)")
-        if a["format"] != FORMAT:
-            raise MpisgdError(f"{self.path}: format {a['format']!r}, expected {FORMAT!r}")
+        if _attr_read(a["format"]) != FORMAT:
+            raise MpisgdError(f"{self.path}: format {_attr_read(a['format'])!r}, expected {FORMAT!r}")
         if int(a["format_version"]) != FORMAT_VERSION:
             raise MpisgdError(
                 f"{self.path}: shard format version {int(a['format_version'])}, this mpisgd "
@@ -511,7 +523,7 @@ class Shard:
                                   f"the format says {' or '.join(TYPES[name])}")
             if self.f[name].chunks is not None:
                 self._check_filters(name)
-        self.attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in a.items()}
+        self.attrs = {k: _attr_read(v) for k, v in a.items()}
         self.n_rows = int(a["n_rows"])
         self.n_features = int(a["n_features"])
         self.nnz = int(a["nnz"])
