@@ -15,7 +15,7 @@ rcv1        RCV1-scale synthetic data in 2 shards: static b=8 against dynamic at
             test error of the final model on held-out rows, and bytes.
 skew        the round skew of async mode (rounds between the fastest and the slowest rank when rank 0
             starts a resolution) on `mpisgd demo`'s job (4 ranks, drifting disjunction), with the
-            online error, for the runtime's knobs (--poll-rows, --staleness, --block-rows); sync and
+            online error, for the runtime's knobs (--staleness, --pace); sync and
             static b=8 for reference.
 straggler   one rank at half speed (bench/straggler.py): how much later the other ranks learn
             their last row, for none, static b=8 and dynamic async and sync, at -n 2 and -n 3
@@ -263,9 +263,11 @@ def section_skew(quick, tmp):
     ranks, reps = 4, (1 if quick else 3)
     variants = {"static b=8": ["--protocol", "static", "--period", 8],
                 "dynamic sync": [*DEMO_DYNAMIC, "--mode", "sync"],
-                "dynamic async (defaults: --poll-rows 256, --staleness b, --block-rows 4096)": DEMO_DYNAMIC,
-                "async --poll-rows 64": [*DEMO_DYNAMIC, "--poll-rows", 64],
-                "async --block-rows 256": [*DEMO_DYNAMIC, "--block-rows", 256]}
+                "dynamic async (defaults: --staleness 0, --pace 256, --poll-rows 256)": DEMO_DYNAMIC,
+                "async --pace 0 (no pacing)": [*DEMO_DYNAMIC, "--pace", 0],
+                "async --staleness 8": [*DEMO_DYNAMIC, "--staleness", 8],
+                "async --staleness 8 --pace 0 (the defaults before pacing)": [*DEMO_DYNAMIC, "--staleness", 8,
+                                                                               "--pace", 0]}
     print(f"\n## skew: round skew at each async resolution, `mpisgd demo`'s job ({ranks} ranks on "
           f"{os.cpu_count()} cores, medians of {reps} runs)\n")
     print("| run | online error | resolutions | skew median | skew p90 | skew max | wall s |")

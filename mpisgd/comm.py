@@ -177,6 +177,20 @@ class CountingComm:
         self._received(category, recvbuf)
         return request
 
+    def Ibarrier(self, category):
+        """Nonblocking barrier: one message of no bytes sent and received at every rank."""
+        start = time.perf_counter()
+        request = self.comm.Ibarrier()
+        self.seconds += time.perf_counter() - start
+        self.sent_messages[_CAT[category]] += 1
+        self.recv_messages[_CAT[category]] += 1
+        return request
+
+    def Dup(self):
+        """A duplicate of this communicator, counted with it: its collectives never
+        meet this one's, whatever order the ranks start them in."""
+        return CountingComm(self.comm.Dup(), counters_of=self)
+
     def wait(self, request):
         start = time.perf_counter()
         request.Wait()
@@ -262,6 +276,10 @@ class MPITransport:
         self._cut = None  # async: (request, agreed round) of the cut being agreed on
         self._sends = []  # (request, buffer) of nonblocking sends not known to be complete
         self._full_sync = None  # async: this rank's full sync in flight
+        # async: the pacing barriers (``start_pace``) on a duplicate communicator, made here
+        # while every rank is at the start; None in sync mode
+        self._pacing = comm.Dup() if asynchronous else None
+        self._pace = None  # the pacing barrier this rank started last, until it completes
         self.steer = None  # --budget: Coordinator.steer, called after every full sync (_full_sync_steps)
 
     # -- this rank's learner ----------------------------------------------------
@@ -585,6 +603,33 @@ class MPITransport:
     def send_stop(self):
         """Follower, async: ask rank 0 for a cut, this rank having been signalled to stop."""
         self._isend(_int64(STOP), 0, COMMAND, "control")
+
+    # -- async: pacing, the bound on the round skew (every rank) ------------------
+
+    def start_pace(self):
+        """Async, at a pace round jR: this rank's part of the pacing barrier of
+        round jR (control: one message, no bytes)."""
+        self._pace = self._pacing.Ibarrier("control")
+
+    def paced(self):
+        """Whether every rank has reached the round of the pacing barrier this
+        rank started last (True when none is open). Never waits."""
+        if self._pace is not None and self._pacing.test(self._pace):
+            self._pace = None
+        return self._pace is None
+
+    def end_pace(self):
+        """At the end of the run or at a cut, after FINISH (every rank has started
+        every pacing barrier before it): complete the last one."""
+        if self._pace is not None:
+            self._pacing.wait(self._pace)
+            self._pace = None
+
+    def close(self):
+        """After the run's last pacing barrier: free the pacing communicator."""
+        if self._pacing is not None:
+            self._pacing.comm.Free()
+            self._pacing = None
 
     # -- async: the consistent cut of a checkpoint (every rank) -------------------
 

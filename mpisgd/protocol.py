@@ -59,6 +59,7 @@ HEDGES = ("counter", "half")  # Kamp et al.'s violation counter, or the authors'
 AUTO = "auto"  # delta = AUTO: Δ measured in a pilot (``auto_delta``, docs/ALGORITHMS.md §4.4)
 DELTA_SCALE = 3.6  # c of the auto rule Δ = c·η·√(η·G) (measured: docs/ALGORITHMS.md §4.4)
 PILOT_ROUNDS = 8  # P: rounds of the pilot (unchecked: kept short, docs/ALGORITHMS.md §4.4)
+PACE = 256  # R: rounds between the default mode's pacing barriers (measured: docs/RUNNING.md, "Pacing")
 SHARED = "shared"  # node_size = SHARED: the nodes of MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
 
 
@@ -80,6 +81,7 @@ class ProtocolConfig:
     counter_limit: float = 1.0  # variant: the counter forces a full sync at v ≥ counter_limit·k (paper: 1)
     burst_fraction: float = 0.0  # variant: ≥ this share of violators at one check → full sync (0 = off)
     seed: int = 0  # the coordinator's random augmentation
+    pace: int = PACE  # default mode: a pacing barrier every R rounds, no learner 2R rounds ahead (0: off)
     # fda (variance monitoring, docs/ALGORITHMS.md §8); None = not given (fda's defaults: 1, "linear", 1)
     theta: float = None  # Θ: a full sync when the estimated variance δ̂ exceeds it
     fda_directions: int = None  # J: unit vectors ξ the learners project w − r on
@@ -121,6 +123,9 @@ class ProtocolConfig:
                 raise MpisgdError(f"protocol: unknown {what} {value!r}; choose one of {', '.join(allowed)}")
         if not (math.isfinite(self.counter_limit) and self.counter_limit > 0):
             raise MpisgdError(f"protocol: counter_limit must be > 0, got {self.counter_limit!r}")
+        if int(self.pace) != self.pace or self.pace < 0:
+            raise MpisgdError(f"protocol: pace (rounds between pacing barriers) must be an integer >= 0, "
+                              f"got {self.pace!r}")
         if not 0.0 <= self.burst_fraction <= 1.0:
             raise MpisgdError(f"protocol: burst_fraction must be in [0, 1], got {self.burst_fraction!r}")
         self._check_fda()
@@ -214,6 +219,16 @@ class ProtocolConfig:
         """Whether a run of k learners in ``mode`` uses the default mode's machinery
         (``AsyncCoordinator``); the mode matters only where learners check."""
         return mode == "async" and self.name == "dynamic" and k > 1
+
+    def pace_rounds(self, mode, k):
+        """R of the pacing barriers of a run of k learners in ``mode`` (0: none).
+        The default mode's learners never wait for a quiet check, so a fast one
+        could run any number of rounds ahead, and a resolution would then
+        average models of different rounds (of different targets, on a
+        drifting stream). Every R rounds each learner enters a nonblocking
+        barrier and goes past the next pace round only once the previous
+        barrier has completed: no learner is more than 2R rounds ahead."""
+        return int(self.pace) if self.asynchronous(mode, k) else 0
 
 
 @dataclass

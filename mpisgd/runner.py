@@ -79,7 +79,7 @@ class RunConfig:
     timeline_every: int = 0  # rounds between timeline rows (0: only at the end)
     poll_rows: int = 256  # async: rounds between polls for rank 0's messages
     poll_seconds: float = 0.01  # async: and at most about this much of the rank's learning between them
-    staleness: int = None  # async: rounds a violator learns on before it waits for its resolution (None: b)
+    staleness: int = 0  # async: rounds a violator learns on before it waits for its resolution
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -90,7 +90,7 @@ class RunConfig:
             raise MpisgdError(f"poll_rows: must be >= 1, got {self.poll_rows}")
         if not self.poll_seconds > 0:
             raise MpisgdError(f"poll_seconds: must be > 0, got {self.poll_seconds}")
-        if self.staleness is not None and self.staleness < 0:
+        if self.staleness < 0:
             raise MpisgdError(f"staleness: must be >= 0, got {self.staleness}")
         if self.protocol.hierarchical:
             self.protocol.check_hierarchy(self.mode)
@@ -394,11 +394,11 @@ class Run:
 
     def _run_async(self, T, t=0):
         """Dynamic protocol without lock-step (module docstring, docs/RUNNING.md)."""
-        b = self.config.protocol.period
         every = self.config.timeline_every
         poll = self.config.poll_rows
+        pace = self.config.protocol.pace_rounds(self.config.mode, self.size)
         tr = self.transport
-        staleness = b if self.config.staleness is None else self.config.staleness
+        staleness = self.config.staleness
         coordinator = AsyncCoordinator(self.coordinator, tr) if self.rank == 0 else None
         ck = self.checkpointer
         told = False  # a signalled follower has told rank 0
@@ -429,6 +429,8 @@ class Run:
                 stop = min(stop, (t // ck.every + 1) * ck.every)
             if cut is not None:
                 stop = min(stop, cut)
+            if pace:
+                stop = min(stop, (t // pace + 1) * pace)
             if self.pilot is not None:
                 stop = min(stop, self.pilot.end)
             began, before = time.perf_counter(), t
@@ -453,13 +455,12 @@ class Run:
             if tr.pending and violated is None:  # fetched into a resolution (or a full sync) meanwhile
                 violated = t
             if violated is not None and tr.pending and t - violated >= staleness:
-                wait = time.perf_counter()
-                while tr.pending:  # bounded staleness: the resolution must arrive before learning on
-                    answer(t)
-                    os.sched_yield()  # a waiting rank leaves its core to the ranks that must progress
-                self.waiting_seconds += time.perf_counter() - wait
+                self._wait(lambda: not tr.pending, answer, t)  # bounded staleness: the resolution first
             if not tr.pending:
                 violated = None
+            if pace and t % pace == 0 and t < T:  # a pace round: every rank must have reached the last one
+                self._wait(tr.paced, answer, t)
+                tr.start_pace()
             if tr.cutting and cut is None:  # stop until the cut's round is agreed (≥ every rank's)
                 while (cut := tr.cut_round()) is None:
                     answer(t)
@@ -476,7 +477,16 @@ class Run:
         self._quiesce(T, coordinator)
         while tr.cutting and tr.cut_round() is None:  # a cut asked for too late: the run is over
             pass
+        tr.close()
         self.members = coordinator.members if coordinator is not None else None
+
+    def _wait(self, done, answer, t):
+        """Async: answer rank 0 (on rank 0: resolve) until ``done()``; counted as waiting."""
+        start = time.perf_counter()
+        while not done():
+            answer(t)
+            os.sched_yield()  # a waiting rank leaves its core to the ranks that must progress
+        self.waiting_seconds += time.perf_counter() - start
 
     def _quiesce(self, t, coordinator):
         """Async, every rank at round t: rank 0 resolves (or drops) every
@@ -487,10 +497,11 @@ class Run:
         if coordinator is None:
             tr.send_done()
             tr.serve_until_finish()
-            return
-        while tr.dones < self.size - 1 or not coordinator.idle:
-            coordinator.progress(t)
-        tr.finish()
+        else:
+            while tr.dones < self.size - 1 or not coordinator.idle:
+                coordinator.progress(t)
+            tr.finish()
+        tr.end_pace()  # every rank has said DONE: it started every pacing barrier before round t
 
     def _cut(self, t, coordinator):
         """Async: a consistent cut at round t, every rank there; checkpoint, and
@@ -529,7 +540,7 @@ class Run:
                      "wall": self.wall_seconds,
                      "loop": self.loop_seconds,  # the rounds, without the start and the final sync
                      "checkpoint": ck,  # deciding on and writing checkpoints
-                     "waiting": self.waiting_seconds,  # async: violators waiting out --staleness (in the others)
+                     "waiting": self.waiting_seconds,  # async: waiting for a resolution or a pacing barrier
                      # protocol bookkeeping outside MPI calls (encoding, new references)
                      "other": max(0.0, self.wall_seconds - self.compute_seconds - comm_s - io - ck)},
         }

@@ -91,6 +91,7 @@ class SimTransport:
         self.variance_log = []  # fda: (sums, exact δ) of every check begun
         self.steer = None  # --budget: Coordinator.steer, after every full sync
         self.at = 0  # the rounds every learner has done (set at each check point)
+        self._paced = 0  # pacing barriers started (default mode), the last one open until the next
 
     # -- counting -----------------------------------------------------------
 
@@ -344,6 +345,21 @@ class SimTransport:
             self.allreduce("full_sync", wire.BUDGET_BYTES)
             self.steer(spent, self.at * k, n)
 
+    def pace(self):
+        """Default mode, at a pace round: every rank waits for the previous pacing
+        barrier and enters the next (``MPITransport.start_pace``): one message of
+        no bytes per rank (control)."""
+        self.end_pace()
+        self._paced += 1
+        if self.log is not None:
+            self.log.ibarrier(-self._paced)  # pacing requests: negative ids, apart from the checks'
+        self._count_allreduce("control", 0)
+
+    def end_pace(self):
+        """Complete the pacing barrier started last, if any (at a pace round, and at the end)."""
+        if self.log is not None and self._paced:
+            self.log.complete(-self._paced)
+
     def final_mean(self, z):
         """The final Allreduce of every learner's final model z, shape (k, n + 2)."""
         self.allreduce("full_sync", wire.dense_nbytes(z.shape[1] - 2))
@@ -527,6 +543,7 @@ class Simulation:
             self.coordinator.horizon = self.k * self.rounds
             self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync")
             self.b = int(protocol.period)
+        self.pace = protocol.pace_rounds(mode, self.k)  # R: a pacing barrier every R rounds (default mode)
         # Variant (simulator only, dynamic): adaptive check period. After a check with
         # violators the next check comes b rounds later, after a quiet one twice the last
         # gap, up to max_period. Every rank knows the violator count (the control
@@ -600,6 +617,8 @@ class Simulation:
                 step = min(step, self.timeline_every - self.t % self.timeline_every)
             if self.pilot is not None and self.t < self.pilot.end:
                 step = min(step, self.pilot.end - self.t)
+            if self.pace:
+                step = min(step, self.pace - self.t % self.pace)
             i = np.searchsorted(self._edges, self.t, side="right")
             if i < len(self._edges):
                 step = min(step, int(self._edges[i]) - self.t)  # one phase per call: exact error attribution
@@ -620,6 +639,8 @@ class Simulation:
                 self._next += self._gap
                 if self._next > self._last_check:
                     self._next = -1
+            if step > 0 and self.pace and self.t % self.pace == 0 and self.t < self.rounds:
+                self.transport.pace()  # as the runner, after the round's check
             if step > 0 and ((self.timeline_every and self.t % self.timeline_every == 0) or self.t == self.rounds):
                 self._record()
 
@@ -756,6 +777,7 @@ class Simulation:
             others = np.arange(1, self.k)
             self.transport.up(others, "control", wire.CONTROL_BYTES)  # DONE
             self.transport.down(others, "control", wire.CONTROL_BYTES)  # FINISH
+            self.transport.end_pace()
         coef, intercept = self.final_model()
         sent_b, recv_b, sent_m, recv_m = self.counters()
         cats = wire.CATEGORIES

@@ -176,3 +176,27 @@ def test_a_fetched_member_awaits_the_result_and_keeps_its_steps():
     assert all(_all(steps, all(ok)))
     steps.Free()
     comm.Free()
+
+
+def test_the_pacing_barrier_holds_a_learner_until_every_rank_has_entered_it():
+    """A learner that has entered the pacing barrier of a pace round is paced
+    (may go past the next one) only once every rank has entered it; entering
+    and testing never wait."""
+    comm, steps, learners, tr, coordinator = _setup(delta=1.0)
+    rank = comm.Get_rank()
+    ok = [tr.paced()]  # none open yet
+    if rank != 0:
+        tr.start_pace()
+    steps.Barrier()
+    if rank != 0:
+        ok.append(not tr.paced())  # rank 0 has not entered it
+    steps.Barrier()
+    if rank == 0:
+        tr.start_pace()
+    while not tr.paced():
+        pass
+    ok.append(tr._pace is None)
+    assert all(_all(steps, all(ok)))
+    tr.close()
+    steps.Free()
+    comm.Free()

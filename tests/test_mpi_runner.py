@@ -350,3 +350,60 @@ def test_central_is_one_learner_over_every_stream_in_round_order():
     assert report["online"]["examples"] == len(keep)
     np.testing.assert_allclose(run.coef, alone.weights(0)[0], rtol=1e-12, atol=1e-14)
     assert report["communication"]["total_bytes"] == 8 * k  # the rounds Allreduce only
+
+
+class _Clocked:
+    """A source that records (monotonic time, rounds taken) at every take and,
+    on the slow rank, sleeps before each one."""
+
+    def __init__(self, inner, sleep):
+        self.inner, self.sleep, self.log = inner, sleep, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def take(self, m):
+        import time
+
+        if self.sleep:
+            time.sleep(self.sleep)
+        rows = self.inner.take(m)
+        if rows is not None:
+            self.log.append((time.monotonic(), len(rows[3])))
+        return rows
+
+
+def _round_skew(pace, T=480):
+    """The largest lead, in rounds, of any rank over another at any take of a
+    quiet async run (Δ too large to violate) whose last rank sleeps 2 ms
+    before each of its takes of at most 8 rows."""
+    from mpisgd.runner import Run
+
+    comm = world().Dup()
+    try:
+        k, rank = comm.Get_size(), comm.Get_rank()
+        src = _Clocked(source(T, rank, k), 0.002 if rank == k - 1 else 0.0)
+        cfg = config(delta=1e12, period=4, mode="async", pace=pace)
+        cfg.poll_rows = 8
+        Run(comm, src, cfg).run()
+        reached = np.cumsum([m for _t, m in src.log])  # the round each take reaches
+        logs = comm.allgather([(t, int(x)) for (t, _m), x in zip(src.log, reached)])
+    finally:
+        comm.Free()
+    lead = 0
+    for a, mine in enumerate(logs):
+        for when, x in mine:
+            for b, theirs in enumerate(logs):
+                if b != a:
+                    before = [y for t, y in theirs if t <= when]  # b had taken up to round max(before) then
+                    lead = max(lead, x - (max(before) if before else 0))
+    return lead
+
+
+def test_pacing_bounds_the_round_skew_of_the_default_mode():
+    """--pace R: no rank takes rows past round x before every other rank has
+    taken rows up to x − 2R (it waits at each pace round for the barrier of
+    the previous one). Without pacing, the slowed rank falls far behind."""
+    pace = 16
+    assert _round_skew(0) > 4 * pace, "the slowed rank did not fall behind: the test proves nothing"
+    assert _round_skew(pace) <= 2 * pace

@@ -178,6 +178,8 @@ def test_time_dependent_threshold():
         ({"budget": "half"}, "budget"),
         ({"budget": 0.5, "name": "static"}, "budget"),
         ({"budget": 0.5, "delta_decay": True}, "budget"),
+        ({"pace": -1}, "pace"),
+        ({"pace": 2.5}, "pace"),
     ],
 )
 def test_bad_configuration_is_named(kwargs, word):

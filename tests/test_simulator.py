@@ -251,18 +251,22 @@ def test_adaptive_period_checks_every_b_after_violations_and_backs_off_when_quie
         Simulation(k, 20, T, ProtocolConfig(name="static", period=1), LEARNER, max_period=8)
 
 
-@pytest.mark.parametrize("mode", ["async", "sync"])
-def test_quiet_checks_cost_nothing_in_the_default_mode(mode):
-    """With no violator, the default mode sends only the start, DONE/FINISH and
-    the final sync; sync mode adds one control Allreduce per check."""
+@pytest.mark.parametrize("mode, pace", [("async", 0), ("async", 64), ("async", 100), ("sync", 64)])
+def test_quiet_checks_cost_nothing_in_the_default_mode(mode, pace):
+    """With no violator, the default mode sends only the start, the pacing
+    barriers (one per rank at each pace round R, 2R, … < T), DONE/FINISH and
+    the final sync; sync mode adds one control Allreduce per check and has no
+    pacing."""
     k, T, n, b = 6, 300, 20, 4
     stream = DisjunctionStream(n, k, seed=2, drift_prob=0.01)
-    sim = Simulation(k, n, T, ProtocolConfig(delta=1e12, period=b), LEARNER, mode=mode)
+    sim = Simulation(k, n, T, ProtocolConfig(delta=1e12, period=b, pace=pace), LEARNER, mode=mode)
     r = run_many(stream, T, [sim], block=64)[0]
     assert r["stats"]["checks"] == T // b and r["stats"]["violations"] == 0
     per_check = k * (T // b) if mode == "sync" else 0
     done_finish = 2 * (k - 1) if mode == "async" else 0
-    assert r["messages_sent"]["control"] == k + per_check + done_finish
+    paced = k * ((T - 1) // pace) if mode == "async" and pace else 0
+    assert r["messages_sent"]["control"] == k + per_check + done_finish + paced
+    assert r["bytes_sent"]["control"] == 8 * (k + per_check + done_finish)  # a barrier carries no bytes
     assert r["messages_sent"]["full_sync"] == k  # the final sync alone
 
 

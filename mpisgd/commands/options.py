@@ -32,7 +32,7 @@ def node_size_value(text):
 
 def add_protocol_arguments(g):
     from mpisgd.protocol import (AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, DELTA_SCALE, FDA_ESTIMATES, HEDGES,
-                                 MODES, PILOT_ROUNDS, PROTOCOLS)
+                                 MODES, PACE, PILOT_ROUNDS, PROTOCOLS)
 
     g.add_argument("--protocol", choices=PROTOCOLS, default="dynamic", help="synchronization protocol")
     g.add_argument("--period", "-b", type=int, default=1,
@@ -67,6 +67,9 @@ def add_protocol_arguments(g):
                    help="dynamic protocol: async (default) = only violations and their resolutions "
                    "communicate, nobody waits at a quiet check; sync = deterministic, each check "
                    "agreed on by a nonblocking Allreduce and settled one period later (docs/RUNNING.md)")
+    g.add_argument("--pace", type=int, default=PACE, metavar="R",
+                   help=f"async dynamic: every R rounds a nonblocking barrier, so that no learner runs more than "
+                   f"2R rounds ahead of another (default {PACE}; 0: off; docs/RUNNING.md, \"Pacing\")")
     g.add_argument("--theta", type=float, default=None,
                    help="fda: variance threshold Θ, a full sync when the estimated variance of the models "
                    "exceeds it (docs/ALGORITHMS.md §8)")
@@ -124,7 +127,7 @@ def protocol_config(args):
         counter_reset=args.counter_reset, counter_limit=args.counter_limit, burst_fraction=args.burst_fraction,
         seed=args.protocol_seed, theta=args.theta, fda_directions=args.fda_directions,
         fda_estimate=args.fda_estimate, fda_lag=args.fda_lag, node_size=args.node_size,
-        node_period=args.node_period,
+        node_period=args.node_period, pace=args.pace,
     )
 
 

@@ -41,9 +41,9 @@ def add_arguments(parser):
     g.add_argument("--poll-seconds", type=float, default=0.01,
                    help="async: and at most about this much of a rank's learning between its polls (a slow "
                         "rank's rounds are counted against its measured pace)")
-    g.add_argument("--staleness", type=int, default=None, metavar="ROUNDS",
-                   help="async: rounds a violator learns on before it waits for its resolution "
-                        "(default: the period b)")
+    g.add_argument("--staleness", type=int, default=0, metavar="ROUNDS",
+                   help="async: rounds a violator (or a member of a resolution) learns on before it waits "
+                        "for the result (default 0: it waits at once, as in the paper's protocol)")
 
     g = parser.add_argument_group("learner")
     add_learner_arguments(g)
