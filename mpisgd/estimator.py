@@ -233,9 +233,9 @@ class _BaseSGD(BaseEstimator):
     exact zeros; ``epsilon`` δ of huber / ε of epsilon_insensitive (None: 1.0 /
     0.1); ``max_iter`` epochs of ``fit``; ``shuffle`` the row order of every
     epoch (mpisgd.kernels.order: "block" (default, also True) visits chunks of
-    consecutive rows of X in a random order, W chunks at a time with their rows
-    interleaved, each chunk read front to back; no copy of X is made; data of
-    at most 16 MiB get one-row chunks, i.e. the same order as "full"; "full"
+    ~32 KiB of consecutive rows of X in a fresh random order, each read front
+    to back; no copy of X is made; data of at most 16 MiB get one-row chunks,
+    i.e. the same order as "full"; "full"
     permutes all rows; "none" (also False) is file order) and
     ``random_state`` its seed; ``verbose`` prints the calibrated γ0.
 

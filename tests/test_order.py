@@ -79,12 +79,14 @@ def _phase(order, chunk):
     return None
 
 
-def test_consecutive_rows_come_from_width_distinct_chunks():
-    m, chunk, width = 10_000, 12, 16
+@pytest.mark.parametrize("given", [None, 4, 16])  # None: the default WIDTH
+def test_consecutive_rows_come_from_width_distinct_chunks(given):
+    m, chunk = 10_000, 12
+    width = WIDTH if given is None else given
     rng = np.random.RandomState(1)
     phases = set()
     for _ in range(10):
-        order = epoch_order("block", m, rng, chunk, width)
+        order = epoch_order("block", m, rng, chunk, given)
         p = _phase(order, chunk)
         assert p is not None
         phases.add(p)
@@ -124,7 +126,7 @@ def test_chunk_rows_follows_the_bytes_the_chunk_count_and_the_cache_rule():
     small = np.arange(UNIFORM_BYTES // 12_016 + 1, dtype=np.int64) * 1000  # ≤ UNIFORM_BYTES
     assert chunk_rows(small) == 1
     assert chunk_rows(np.arange(5, dtype=np.int64)) == 1
-    assert WIDTH > 1
+    assert WIDTH >= 1
 
 
 def _data(m=2000):

@@ -7,16 +7,18 @@
 ``"block"``  locality-aware, copy-free. Every epoch cuts the rows into chunks
              of c consecutive rows at a random phase, permutes the chunks, and
              visits them in groups of W chunks whose rows are interleaved round
-             robin (row 0 of each of the W chunks, then row 1 of each, ...).
-             Consecutive rows thus come from W random places of the data (a
-             file sorted by label, like w8a's, is mixed), while each of the W
-             streams is read front to back, so the hardware prefetcher keeps
-             up (c rows ≈ ``CHUNK_BYTES``, at most m / ``MIN_CHUNKS``; W =
-             ``WIDTH``). Data of at most ``UNIFORM_BYTES`` get c = 1, i.e. the
-             same uniform permutation as "full": they stay in cache, so order
-             costs little there, while chunks of neighbouring rows cost a file
-             whose neighbours are alike (w8a) up to 7 % in objective
-             (bench/README.md, "Copy-free block order").
+             robin (row 0 of each of the W chunks, then row 1 of each, ...),
+             each chunk read front to back, so the hardware prefetcher keeps up
+             (c rows ≈ ``CHUNK_BYTES``, at most m / ``MIN_CHUNKS``). W =
+             ``WIDTH`` = 1, measured: W = 16 cost 1.3–1.6× file order's epoch
+             against 1.05–1.2× for W = 1 (a jump per row instead of per
+             chunk), and mixed no better (the objective after 5 epochs on
+             label-sorted data follows c, not W). Data of at most
+             ``UNIFORM_BYTES`` get c = 1, i.e. the same uniform permutation as
+             "full": they stay in cache, so the order costs little there, while
+             chunks of neighbouring rows cost a file whose neighbours are alike
+             (w8a) 5–30 % in objective (bench/README.md, "Copy-free block
+             order (issue 13)").
 ``"none"``   file order.
 
 All are deterministic given the random generator (a numpy RandomState).
@@ -28,7 +30,7 @@ from numba import njit
 SHUFFLES = ("block", "full", "none")
 CHUNK_BYTES = 1 << 15  # 32 KiB of CSR rows per chunk: 8 pages streamed per jump
 MIN_CHUNKS = 4096  # a larger data set still gets at least this many chunks (its mixing)
-WIDTH = 16  # chunks interleaved: streams the hardware prefetcher follows at once
+WIDTH = 1  # chunks interleaved: more cost a jump per row and did not mix better
 UNIFORM_BYTES = 16 << 20  # c = 1 up to here: a permutation of cached rows is ≤ 3× file order
 
 
@@ -62,9 +64,9 @@ def _interleave(m, chunk, phase, perm, width, out):
     return n
 
 
-def epoch_order(shuffle, m, rng, chunk=1, width=WIDTH):
+def epoch_order(shuffle, m, rng, chunk=1, width=None):
     """Row indices (int64) of one epoch over m rows; ``chunk`` (c) and ``width``
-    (W) are those of "block"."""
+    (W, None: WIDTH) are those of "block"."""
     if shuffle == "none":
         return np.arange(m, dtype=np.int64)
     if shuffle == "full":
@@ -73,5 +75,5 @@ def epoch_order(shuffle, m, rng, chunk=1, width=WIDTH):
     n_chunks = (m + phase + chunk - 1) // chunk
     perm = rng.permutation(n_chunks).astype(np.int64)
     out = np.empty(m, np.int64)
-    _interleave(m, chunk, phase, perm, width, out)
+    _interleave(m, chunk, phase, perm, WIDTH if width is None else width, out)
     return out
