@@ -17,7 +17,7 @@
              ``UNIFORM_BYTES`` get c = 1, i.e. the same uniform permutation as
              "full": they stay in cache, so the order costs little there, while
              chunks of neighbouring rows cost a file whose neighbours are alike
-             (w8a) 5–30 % in objective (bench/README.md, "Copy-free block
+             (w8a) 6–15 % in objective (bench/README.md, "Copy-free block
              order (issue 13)").
 ``"none"``   file order.
 
