@@ -203,8 +203,8 @@ def lasso(args):
                     "sklearn": SkRegressor(penalty="l1", alpha=lam, learning_rate="invscaling",
                                            tol=None, random_state=0, **sched, **kw),
                 }
-            # one fit of all the epochs each (mpisgd shuffles its copy of the rows once per
-            # call: a partial_fit per epoch pays that copy every epoch), interleaved
+            # one fit of all the epochs each and a partial_fit per epoch (before issue 13's
+            # copy-free order, each partial_fit call paid a shuffled copy of the rows), interleaved
             fit_seconds = {who: cpu(lambda: est.fit(X, y)) / args.lasso_epochs
                            for who, est in models(max_iter=args.lasso_epochs).items()}
             for who, est in models().items():

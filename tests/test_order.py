@@ -184,24 +184,31 @@ def test_estimator_block_learns_like_full(chunked):
     assert abs(errors["block"] - errors["full"]) < 0.02
 
 
-def test_partial_fit_makes_no_copy_of_x(chunked, monkeypatch):
+@pytest.mark.parametrize("kind", ["sgd", "lasso"])
+def test_partial_fit_makes_no_copy_of_x(chunked, monkeypatch, kind):
     """Every partial_fit call visits the caller's own arrays: the kernels get
-    X's indices and values themselves, not a shuffled copy."""
-    from mpisgd.kernels import sgd
+    X's indices and values themselves, not a shuffled copy (issue 15 found the
+    Lasso's partial_fit paying such a copy on every call)."""
+    from mpisgd import SGDRegressor
+    from mpisgd.kernels import lasso, sgd
 
     X, y = _data()
     X.indptr = X.indptr.astype(np.int64)  # the dtypes the kernels take: no conversion either
+    module, name = (sgd, "sgd_epoch") if kind == "sgd" else (lasso, "lasso_epoch")
     seen = []
-    kernel = sgd.sgd_epoch
+    kernel = getattr(module, name)
 
     def spy(indptr, indices, data, *rest):
         seen.append((np.shares_memory(indices, X.indices), np.shares_memory(data, X.data)))
         return kernel(indptr, indices, data, *rest)
 
-    monkeypatch.setattr(sgd, "sgd_epoch", spy)
-    clf = SGDClassifier(algorithm="sgd", eta0=0.1, random_state=0)
+    monkeypatch.setattr(module, name, spy)
+    if kind == "sgd":
+        est, kw = SGDClassifier(algorithm="sgd", eta0=0.1, random_state=0), {"classes": [0, 1]}
+    else:
+        est, kw = SGDRegressor(penalty="l1", algorithm="sgd", eta0=0.01, random_state=0), {}
     for _ in range(3):
-        clf.partial_fit(X, y, classes=[0, 1])
+        est.partial_fit(X, y.astype(np.float64), **kw)
     assert seen == [(True, True)] * 3
 
 
