@@ -10,15 +10,15 @@
              robin (row 0 of each of the W chunks, then row 1 of each, ...),
              each chunk read front to back, so the hardware prefetcher keeps up
              (c rows ≈ ``CHUNK_BYTES``, at most m / ``MIN_CHUNKS``). W =
-             ``WIDTH`` = 1, measured: W = 16 cost 1.3–1.6× file order's epoch
-             against 1.05–1.2× for W = 1 (a jump per row instead of per
-             chunk), and mixed no better (the objective after 5 epochs on
-             label-sorted data follows c, not W). Data of at most
-             ``UNIFORM_BYTES`` get c = 1, i.e. the same uniform permutation as
-             "full": they stay in cache, so the order costs little there, while
-             chunks of neighbouring rows cost a file whose neighbours are alike
-             (w8a) 6–15 % in objective (bench/README.md, "Copy-free block
-             order (issue 13)").
+             ``WIDTH`` = 1, measured: W = 16 cost 1.4–1.8× file order's epoch
+             against 1.05–1.25× for W = 1 (a jump per row instead of per
+             chunk), and mixed no better in the median over seeds (the
+             objective after 5 epochs on label-sorted data follows c, not W).
+             Data of at most ``UNIFORM_BYTES`` get c = 1, i.e. the same uniform
+             permutation as "full": they stay in cache, so the order costs
+             little there, while chunks of neighbouring rows cost a file whose
+             neighbours are alike (w8a) 7–15 % in objective (bench/README.md,
+             "Copy-free block order (issue 13)").
 ``"none"``   file order.
 
 All are deterministic given the random generator (a numpy RandomState).
@@ -30,7 +30,7 @@ from numba import njit
 SHUFFLES = ("block", "full", "none")
 CHUNK_BYTES = 1 << 15  # 32 KiB of CSR rows per chunk: 8 pages streamed per jump
 MIN_CHUNKS = 4096  # a larger data set still gets at least this many chunks (its mixing)
-WIDTH = 1  # chunks interleaved: more cost a jump per row and did not mix better
+WIDTH = 1  # chunks interleaved: more cost a jump per row and mixed no better (median)
 UNIFORM_BYTES = 16 << 20  # c = 1 up to here: a permutation of cached rows is ≤ 3× file order
 
 
