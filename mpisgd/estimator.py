@@ -235,9 +235,9 @@ class _BaseSGD(BaseEstimator):
     epoch (mpisgd.kernels.order: "block" (default, also True) visits chunks of
     ~32 KiB of consecutive rows of X in a fresh random order, each read front
     to back; no copy of X is made; data of at most 16 MiB get one-row chunks,
-    i.e. the same order as "full"; "full"
-    permutes all rows; "none" (also False) is file order) and
-    ``random_state`` its seed; ``verbose`` prints the calibrated γ0.
+    i.e. the same order as "full"; "full" permutes all rows; "none" (also
+    False) is file order) and ``random_state`` its seed; ``verbose`` prints
+    the calibrated γ0.
 
     Fitted: ``coef_``, ``intercept_`` (the averaged model for the averaging
     algorithms), ``eta0_`` (one-versus-rest: one per class), ``bias_gain_``,
