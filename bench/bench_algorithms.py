@@ -203,8 +203,8 @@ def lasso(args):
                     "sklearn": SkRegressor(penalty="l1", alpha=lam, learning_rate="invscaling",
                                            tol=None, random_state=0, **sched, **kw),
                 }
-            # one fit of all the epochs each (mpisgd shuffles its copy of the rows once per
-            # call: a partial_fit per epoch pays that copy every epoch), interleaved
+            # one fit of all the epochs each and a partial_fit per epoch (before issue 13's
+            # copy-free order, each partial_fit call paid a shuffled copy of the rows), interleaved
             fit_seconds = {who: cpu(lambda: est.fit(X, y)) / args.lasso_epochs
                            for who, est in models(max_iter=args.lasso_epochs).items()}
             for who, est in models().items():
@@ -222,16 +222,16 @@ def lasso(args):
 
 
 def lasso_parts(args):
-    """Where a ``partial_fit`` epoch of the L1 estimator goes on RCV1-like: the shuffled
-    copy of the rows it makes on every call (mpisgd.kernels.order.shuffled_copy: the
-    scatter and the first touch of the fresh arrays), the kernel's epoch over that copy
-    ("block"), over the original rows in a fresh permutation ("full") and in file
-    order, and scikit-learn's whole ``partial_fit``; ``--rounds-lasso`` rounds, interleaved."""
+    """Where a ``partial_fit`` epoch of the L1 estimator goes on RCV1-like: drawing the
+    "block" order (mpisgd.kernels.order: copy-free since issue 13's chunked order; it
+    replaced a shuffled copy of the rows per call), the kernel's epoch in that order,
+    over the rows in a fresh permutation ("full") and in file order, and
+    scikit-learn's whole ``partial_fit``; ``--rounds-lasso`` rounds, interleaved."""
     from sklearn.linear_model import SGDRegressor as SkRegressor
 
     from mpisgd.kernels import lasso as kernel
     from mpisgd.kernels.losses import LOSSES
-    from mpisgd.kernels.order import block_rows, epoch_order, shuffled_copy
+    from mpisgd.kernels.order import chunk_rows, epoch_order
     from mpisgd.kernels.schedules import SCHEDULES
 
     X, y = load("rcv1-like", args.rcv1_train)[:2]
@@ -247,16 +247,14 @@ def lasso_parts(args):
     sk = SkRegressor(penalty="l1", alpha=lam, learning_rate="invscaling", tol=None, random_state=0,
                      eta0=0.01, power_t=0.25)
     epoch(arrays, y, np.arange(100, dtype=np.int64))  # numba's first calls, untimed
-    shuffled_copy(*arrays, np.arange(100), rng)
     sk.partial_fit(X, y)
     rows = []
     for rnd in range(args.rounds_lasso):
         row = {"round": rnd}
         start = time.thread_time()
-        copy, order = shuffled_copy(*arrays, np.arange(m), rng)
-        row["copy"] = time.thread_time() - start
-        row["block epoch"] = cpu(lambda: epoch(copy, y[order], epoch_order("block", m, rng, block_rows(copy[0]))))
-        del copy
+        order = epoch_order("block", m, rng, chunk_rows(arrays[0]))
+        row["block order"] = time.thread_time() - start
+        row["block epoch"] = cpu(lambda: epoch(arrays, y, order))
         row["full epoch"] = cpu(lambda: epoch(arrays, y, epoch_order("full", m, rng)))
         row["file-order epoch"] = cpu(lambda: epoch(arrays, y, np.arange(m, dtype=np.int64)))
         row["sklearn partial_fit"] = cpu(lambda: sk.partial_fit(X, y))

@@ -59,7 +59,7 @@ from mpisgd.kernels.losses import (
     LOSSES,
     REGRESSION_LOSSES,
 )
-from mpisgd.kernels.order import SHUFFLES, block_rows, epoch_order, shuffled_copy
+from mpisgd.kernels.order import SHUFFLES, chunk_rows, epoch_order
 from mpisgd.kernels.schedules import NEEDS_POSITIVE_LAMBDA, OPTIMAL, SCHEDULES
 from mpisgd.model import LinearModel, loss_error_sums
 
@@ -232,10 +232,11 @@ class _BaseSGD(BaseEstimator):
     (mpisgd.kernels.lasso; algorithm "sgd", λ > 0, no averaging) and give
     exact zeros; ``epsilon`` δ of huber / ε of epsilon_insensitive (None: 1.0 /
     0.1); ``max_iter`` epochs of ``fit``; ``shuffle`` the row order of every
-    epoch (mpisgd.kernels.order: "block" (default, also True) visits blocks of
-    consecutive rows of a shuffled copy of X (made once per fit or partial_fit
-    call), each block read front to back; "full" permutes all rows; "none"
-    (also False) is file order) and ``random_state`` its seed; ``verbose`` prints
+    epoch (mpisgd.kernels.order: "block" (default, also True) visits chunks of
+    ~32 KiB of consecutive rows of X in a fresh random order, each read front
+    to back; no copy of X is made; data of at most 16 MiB get one-row chunks,
+    i.e. the same order as "full"; "full" permutes all rows; "none" (also
+    False) is file order) and ``random_state`` its seed; ``verbose`` prints
     the calibrated γ0.
 
     Fitted: ``coef_``, ``intercept_`` (the averaged model for the averaging
@@ -353,9 +354,6 @@ class _BaseSGD(BaseEstimator):
             self._st = sgd.new_state()
             self._avg_start = float(n_rows if cfg["avg_start"] is None else cfg["avg_start"])
         self._rng = check_random_state(self.random_state)
-        # "block": every call shuffles its rows with the same seed, so that
-        # partial_fit on the same data continues fit exactly
-        self._copy_seed = int(self._rng.randint(2**31 - 1))
         self.eta0_ = None if cfg["dekel"] else self.eta0
         self.t_ = 0
         self.n_iter_ = 0
@@ -464,8 +462,8 @@ class _BaseSGD(BaseEstimator):
         if self.verbose:
             print(f"# Using eta0={eta0:g} (calibrated on {min(len(order), 1000)} examples)")
 
-    def _order(self, m, block):
-        return epoch_order(self._cfg["shuffle"], m, self._rng, block)
+    def _order(self, m, chunk):
+        return epoch_order(self._cfg["shuffle"], m, self._rng, chunk)
 
     # -- the epoch loop --------------------------------------------------------
 
@@ -492,16 +490,10 @@ class _BaseSGD(BaseEstimator):
             self._problems = [self] if len(targets) == 1 else [self._problem() for _ in targets]
             for problem in self._problems:
                 problem._init_state(cfg, X, m)
-        copy_start = time.perf_counter()
-        if cfg["shuffle"] == "block":  # the epochs visit blocks of a shuffled copy
-            rng = np.random.RandomState(self._problems[0]._copy_seed)
-            arrays, rows = shuffled_copy(*arrays, np.arange(m), rng)
-            targets = [y_pm[rows] for y_pm in targets]
-        copy_seconds = time.perf_counter() - copy_start  # counted in the first epoch
-        block = block_rows(arrays[0])
+        chunk = chunk_rows(arrays[0])  # c of "block" (no copy of X: the order is enough)
         first_orders = None
         if reset:  # each problem's first order, on which γ0 is calibrated
-            first_orders = [p._order(m, block) for p in self._problems]
+            first_orders = [p._order(m, chunk) for p in self._problems]
             for problem, y_pm, order in zip(self._problems, targets, first_orders):
                 problem._calibrate(arrays, y_pm, X.shape[1], order)
         xbar = self._problems[0]._xbar
@@ -513,11 +505,11 @@ class _BaseSGD(BaseEstimator):
             start = time.perf_counter()
             loss_sum = n_err = 0.0
             for k, (problem, y_pm) in enumerate(zip(self._problems, targets)):
-                order = first_orders[k] if first_orders and epoch == 0 else problem._order(m, block)
+                order = first_orders[k] if first_orders and epoch == 0 else problem._order(m, chunk)
                 part_loss, part_err = problem._epoch(arrays, y_pm, order, xbar_dot)
                 loss_sum, n_err = loss_sum + part_loss, n_err + part_err
             self._combine()
-            seconds = time.perf_counter() - start + (copy_seconds if epoch == 0 else 0.0)
+            seconds = time.perf_counter() - start
             yield epoch + 1, seconds, loss_sum / m, n_err / m
 
     def _combine(self):

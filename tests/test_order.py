@@ -4,17 +4,25 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import mpisgd.kernels.order as order_mod
 from mpisgd import SGDClassifier
 from mpisgd.errors import MpisgdError
-from mpisgd.kernels.order import BLOCK_BYTES, MIN_BLOCKS, block_rows, epoch_order, shuffled_copy
+from mpisgd.kernels.order import (CHUNK_BYTES, MIN_CHUNKS, UNIFORM_BYTES, WIDTH, _interleave,
+                                  chunk_rows, epoch_order)
+from tests.naive import naive_sgd
+
+CASES = [(1, 1, 1), (7, 3, 2), (100, 1, 16), (100, 7, 16), (100, 7, 3), (100, 100, 4),
+         (5, 64, 16), (1000, 13, 1), (1000, 10, 100)]  # (m, c, W)
 
 
 @pytest.mark.parametrize("mode", ["block", "full", "none"])
-@pytest.mark.parametrize("m,block", [(1, 1), (7, 3), (100, 1), (100, 7), (100, 100), (5, 64)])
-def test_every_order_is_a_permutation(mode, m, block):
-    order = epoch_order(mode, m, np.random.RandomState(0), block)
-    assert order.dtype == np.int64
-    assert np.array_equal(np.sort(order), np.arange(m))
+@pytest.mark.parametrize("m,chunk,width", CASES)
+def test_every_order_is_a_permutation(mode, m, chunk, width):
+    rng = np.random.RandomState(0)
+    for _ in range(3):  # every epoch's
+        order = epoch_order(mode, m, rng, chunk, width)
+        assert order.dtype == np.int64
+        assert np.array_equal(np.sort(order), np.arange(m))
 
 
 @pytest.mark.parametrize("mode", ["block", "full"])
@@ -28,59 +36,114 @@ def test_orders_are_deterministic_by_seed_and_vary_by_epoch(mode):
     assert not np.array_equal(first[0], epoch_order(mode, 1000, np.random.RandomState(4), 10))
 
 
-def _block_phase(order, block):
-    """The phase p such that ``order`` visits the blocks (row + p) // block one
-    after another, each front to back; None if there is none."""
-    for p in range(block):
-        ids = (order + p) // block
-        changes = np.flatnonzero(np.diff(ids)) + 1
-        same_block = np.setdiff1d(np.arange(1, len(order)), changes)
-        if len(changes) == len(np.unique(ids)) - 1 and \
-                np.all(order[same_block] == order[same_block - 1] + 1):
+def twin(m, chunk, phase, perm, width):
+    """The "block" order, obviously: chunk k's rows k·c − phase + j (j < c) as a
+    row of a (chunks × c) table, padded to whole groups of W chunks; each group
+    read column by column (row j of each of its chunks, then row j + 1), the
+    rows outside [0, m) left out."""
+    table = perm[:, None] * chunk - phase + np.arange(chunk)
+    groups = -(-len(perm) // width)
+    padded = np.full((groups * width, chunk), -1, np.int64)
+    padded[:len(perm)] = table
+    rows = padded.reshape(groups, width, chunk).transpose(0, 2, 1).ravel()
+    return rows[(rows >= 0) & (rows < m)]
+
+
+@pytest.mark.parametrize("m,chunk,width", CASES)
+def test_block_order_matches_its_numpy_twin(m, chunk, width):
+    rng = np.random.RandomState(5)
+    for _ in range(3):
+        state = rng.get_state()
+        got = epoch_order("block", m, rng, chunk, width)
+        rng.set_state(state)
+        phase = int(rng.randint(chunk))  # the draws epoch_order makes, in its order
+        perm = rng.permutation((m + phase + chunk - 1) // chunk).astype(np.int64)
+        assert np.array_equal(got, twin(m, chunk, phase, perm, width))
+
+def test_interleave_by_hand():
+    # c = 3, phase 1: chunks 3, 0 | 2, 1 hold rows 8 9 (10) | (−1) 0 1 || 5 6 7 | 2 3 4;
+    # rounds j = 0, 1, 2 of the first group: 8 (−1) | 9 0 | (10) 1
+    out = np.empty(10, np.int64)
+    assert _interleave(10, 3, 1, np.array([3, 0, 2, 1], np.int64), 2, out) == 10
+    assert out.tolist() == [8, 9, 0, 1, 5, 2, 6, 3, 7, 4]
+
+
+def _phase(order, chunk):
+    """The phase p such that every chunk (row + p) // c is visited front to back
+    (its rows in increasing order); None if there is none."""
+    for p in range(chunk):
+        ids = (order + p) // chunk
+        last = {}
+        if all(last.setdefault(k, r) <= r and not last.update({k: r}) for k, r in zip(ids, order)):
             return p
     return None
 
 
-def test_block_order_streams_blocks_of_consecutive_rows():
-    m, block = 1000, 16
+@pytest.mark.parametrize("given", [None, 4, 16])  # None: the default WIDTH
+def test_consecutive_rows_come_from_width_distinct_chunks(given):
+    m, chunk = 10_000, 12
+    width = WIDTH if given is None else given
     rng = np.random.RandomState(1)
-    phases = [_block_phase(epoch_order("block", m, rng, block), block) for _ in range(20)]
-    assert None not in phases
-    assert len(set(phases)) > 1  # the block boundaries move between epochs
-    assert _block_phase(np.random.RandomState(0).permutation(m), block) is None
+    phases = set()
+    for _ in range(10):
+        order = epoch_order("block", m, rng, chunk, given)
+        p = _phase(order, chunk)
+        assert p is not None
+        phases.add(p)
+        ids = (order + p) // chunk
+        _, first = np.unique(ids, return_index=True)
+        visit = ids[np.sort(first)]  # the chunks in their (random) order
+        last = (m - 1 + p) // chunk
+        for g in range(0, len(visit), width):
+            group = visit[g:g + width]
+            if len(group) < width or 0 in group or last in group:
+                continue  # a group with a chunk cut by [0, m) or fewer than W chunks
+            at = np.flatnonzero(np.isin(ids, group))
+            assert np.array_equal(at, np.arange(at[0], at[0] + width * chunk))  # contiguous
+            rounds = ids[at].reshape(chunk, width)  # round j: row j of each chunk
+            assert all(len(set(r)) == width for r in rounds)
+            assert (rounds == rounds[0]).all()  # the same W chunks, round robin
+            rows = order[at].reshape(chunk, width)
+            assert (np.diff(rows, axis=0) == 1).all()  # each chunk read front to back
+    assert len(phases) > 1  # the chunk boundaries move between epochs
+    assert _phase(np.random.RandomState(0).permutation(m), chunk) is None
 
 
-def test_block_rows_follows_the_bytes_and_the_minimum_block_count():
-    m = 100 * MIN_BLOCKS
-    dense_rows = np.arange(m + 1, dtype=np.int64) * 1000  # 12 kB per row
-    assert block_rows(dense_rows) == int(BLOCK_BYTES / (1000 * 12 + 16))
-    sparse_rows = np.arange(m + 1, dtype=np.int64)  # 28 bytes per row: capped by MIN_BLOCKS
-    assert block_rows(sparse_rows) == m // MIN_BLOCKS
-    assert block_rows(np.arange(5, dtype=np.int64)) == 1
+def test_one_row_chunks_are_the_full_shuffle():
+    for seed in range(3):
+        a, b = np.random.RandomState(seed), np.random.RandomState(seed)
+        for _ in range(2):
+            assert np.array_equal(epoch_order("block", 500, a, 1), epoch_order("full", 500, b))
 
 
-def test_shuffled_copy_matches_scipy_row_indexing():
-    X = sp.random(300, 40, density=0.1, format="csr", random_state=0)
-    X.indptr = X.indptr.astype(np.int64)
-    y = np.arange(300, dtype=np.float64)
-    (indptr, indices, data), y2 = shuffled_copy(X.indptr, X.indices, X.data, y,
-                                                np.random.RandomState(5))
-    perm = np.random.RandomState(5).permutation(300)  # the twin: plain row indexing
-    want = X[perm]
-    assert np.array_equal(indptr, want.indptr)
-    assert np.array_equal(indices, want.indices)
-    assert np.array_equal(data, want.data)
-    assert np.array_equal(y2, y[perm])
+def test_chunk_rows_follows_the_bytes_the_chunk_count_and_the_cache_rule():
+    m = 100 * MIN_CHUNKS
+    dense_rows = np.arange(m + 1, dtype=np.int64) * 1000  # 12,016 bytes per row, 4.9 GB
+    assert chunk_rows(dense_rows) == int(CHUNK_BYTES / (1000 * 12 + 16))
+    many = 2 * UNIFORM_BYTES // 28  # 33.5 MB
+    sparse_rows = np.arange(many + 1, dtype=np.int64)  # 28 bytes per row: capped by MIN_CHUNKS
+    assert chunk_rows(sparse_rows) == many // MIN_CHUNKS
+    small = np.arange(UNIFORM_BYTES // 12_016 + 1, dtype=np.int64) * 1000  # ≤ UNIFORM_BYTES
+    assert chunk_rows(small) == 1
+    assert chunk_rows(np.arange(5, dtype=np.int64)) == 1
+    assert WIDTH >= 1
 
 
-def _data():
+def _data(m=2000):
     rng = np.random.default_rng(0)
-    X = sp.random(2000, 50, density=0.2, format="csr", random_state=1)
+    X = sp.random(m, 50, density=0.2, format="csr", random_state=1)
     y = np.where(X @ rng.normal(size=50) > 0, 1, 0)
     return X, y
 
 
-def test_estimator_shuffle_modes_and_aliases():
+@pytest.fixture
+def chunked(monkeypatch):
+    """Chunks of more than one row on small data: no cache rule, 100 chunks at least."""
+    monkeypatch.setattr(order_mod, "UNIFORM_BYTES", 0)
+    monkeypatch.setattr(order_mod, "MIN_CHUNKS", 100)
+
+
+def test_estimator_shuffle_modes_and_aliases(chunked):
     X, y = _data()
     fits = {mode: SGDClassifier(shuffle=mode, random_state=2).fit(X, y).coef_
             for mode in ("block", "full", "none", True, False)}
@@ -93,11 +156,60 @@ def test_estimator_shuffle_modes_and_aliases():
     assert not np.array_equal(other, fits["block"])
 
 
-def test_estimator_block_learns_like_full():
+def test_estimator_block_on_cached_data_is_the_full_shuffle():
+    X, y = _data()
+    block = SGDClassifier(shuffle="block", random_state=2).fit(X, y).coef_
+    assert np.array_equal(block, SGDClassifier(shuffle="full", random_state=2).fit(X, y).coef_)
+
+
+def test_estimator_block_fit_equals_the_naive_loop_over_its_orders(chunked):
+    X, y = _data(600)
+    m, epochs = X.shape[0], 3
+    chunk = chunk_rows(X.indptr)
+    assert chunk > 1
+    clf = SGDClassifier(loss="hinge", alpha=0.01, algorithm="sgd", schedule="bottou", eta0=0.1,
+                        bias_gain=1.0, max_iter=epochs, random_state=4).fit(X, y)
+    rng = np.random.RandomState(4)  # the estimator's only draws: one order per epoch
+    order = np.concatenate([epoch_order("block", m, rng, chunk) for _ in range(epochs)])
+    w, b, *_ = naive_sgd(X.toarray(), np.where(y == 1, 1.0, -1.0), order, "hinge", 0.0, "bottou",
+                         0.1, 0.01, 0.0, 0.5, 1.0, True, False, False, 0.0)
+    np.testing.assert_allclose(clf.coef_[0], w, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(clf.intercept_[0], b, rtol=1e-9, atol=1e-12)
+
+
+def test_estimator_block_learns_like_full(chunked):
     X, y = _data()
     errors = {mode: np.mean([1 - SGDClassifier(shuffle=mode, random_state=s).fit(X, y)
                              .score(X, y) for s in range(3)]) for mode in ("block", "full")}
     assert abs(errors["block"] - errors["full"]) < 0.02
+
+
+@pytest.mark.parametrize("kind", ["sgd", "lasso"])
+def test_partial_fit_makes_no_copy_of_x(chunked, monkeypatch, kind):
+    """Every partial_fit call visits the caller's own arrays: the kernels get
+    X's indices and values themselves, not a shuffled copy (issue 15 found the
+    Lasso's partial_fit paying such a copy on every call)."""
+    from mpisgd import SGDRegressor
+    from mpisgd.kernels import lasso, sgd
+
+    X, y = _data()
+    X.indptr = X.indptr.astype(np.int64)  # the dtypes the kernels take: no conversion either
+    module, name = (sgd, "sgd_epoch") if kind == "sgd" else (lasso, "lasso_epoch")
+    seen = []
+    kernel = getattr(module, name)
+
+    def spy(indptr, indices, data, *rest):
+        seen.append((np.shares_memory(indices, X.indices), np.shares_memory(data, X.data)))
+        return kernel(indptr, indices, data, *rest)
+
+    monkeypatch.setattr(module, name, spy)
+    if kind == "sgd":
+        est, kw = SGDClassifier(algorithm="sgd", eta0=0.1, random_state=0), {"classes": [0, 1]}
+    else:
+        est, kw = SGDRegressor(penalty="l1", algorithm="sgd", eta0=0.01, random_state=0), {}
+    for _ in range(3):
+        est.partial_fit(X, y.astype(np.float64), **kw)
+    assert seen == [(True, True)] * 3
 
 
 @pytest.mark.parametrize("bad", ["blocks", "", None, 2.5])

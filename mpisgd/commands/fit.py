@@ -54,7 +54,7 @@ def add_arguments(parser):
                         help="feature index base of the files")
     parser.add_argument("--seed", type=int, default=0, help="seed of the per-epoch shuffle")
     parser.add_argument("--shuffle", choices=("block", "full", "none"), default="block",
-                        help="row order of every epoch: blocks of a shuffled copy (streamed), "
+                        help="row order of every epoch: random chunks of rows, each streamed, "
                         "a full permutation, or file order (mpisgd.kernels.order)")
     parser.add_argument("--no-shuffle", dest="shuffle", action="store_const", const="none",
                         help="visit the examples in file order (same as --shuffle none)")
