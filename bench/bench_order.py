@@ -9,8 +9,7 @@ Data: a9a and w8a from ../shared/data (train and ``.t`` test files; w8a's file
 is sorted by label: 740 negatives, 1,479 positives, then 47,530 negatives),
 the RCV1-like synthetic set (``mpisgd.data.synthetic.rcv1_like``, ``--scale``
 of its 781,265 rows) and, as a stress case, its first ``--sorted-rows`` rows
-sorted by label (two label runs, more than UNIFORM_BYTES, so chunked), also
-with W = 16 chunks interleaved instead of WIDTH. Both a9a and w8a take at most
+sorted by label (two label runs, more than UNIFORM_BYTES, so chunked). Both a9a and w8a take at most
 ``mpisgd.kernels.order.UNIFORM_BYTES``, where "block" is the full shuffle
 itself (one-row chunks); the rows "chunks forced" show what the chunked order
 would do there (the cache rule switched off: c = m / MIN_CHUNKS rows). Settings: hinge (λ = 1e-4) and log (λ = 1e-5), ASGD
@@ -53,7 +52,6 @@ def datasets(scale, sorted_rows):
     by_label = np.argsort(y[:k], kind="stable")  # two runs: all −1, then all +1
     data = (X[by_label], y[by_label], Xt, yt)
     yield f"rcv1-like, first {k} rows sorted by label", data, {}
-    yield f"rcv1-like, first {k} rows sorted by label, W = 16", data, {"WIDTH": 16}
 
 
 def worst(v):
@@ -77,7 +75,7 @@ def main(argv=None):
           f"block/full − 1, median of {args.seeds} | worst | test error full (median) | "
           f"block − full, median (points) | worst |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    defaults = {"UNIFORM_BYTES": order.UNIFORM_BYTES, "WIDTH": order.WIDTH}
+    defaults = {"UNIFORM_BYTES": order.UNIFORM_BYTES}
     for name, (X, y, Xt, yt), overrides in datasets(args.scale, args.sorted_rows):
         for key, value in dict(defaults, **overrides).items():
             setattr(order, key, value)

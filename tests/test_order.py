@@ -7,20 +7,18 @@ import scipy.sparse as sp
 import mpisgd.kernels.order as order_mod
 from mpisgd import SGDClassifier
 from mpisgd.errors import MpisgdError
-from mpisgd.kernels.order import (CHUNK_BYTES, MIN_CHUNKS, UNIFORM_BYTES, WIDTH, _interleave,
-                                  chunk_rows, epoch_order)
+from mpisgd.kernels.order import CHUNK_BYTES, MIN_CHUNKS, UNIFORM_BYTES, _chunks, chunk_rows, epoch_order
 from tests.naive import naive_sgd
 
-CASES = [(1, 1, 1), (7, 3, 2), (100, 1, 16), (100, 7, 16), (100, 7, 3), (100, 100, 4),
-         (5, 64, 16), (1000, 13, 1), (1000, 10, 100)]  # (m, c, W)
+CASES = [(1, 1), (7, 3), (100, 1), (100, 7), (100, 100), (5, 64), (1000, 13), (1000, 10)]  # (m, c)
 
 
 @pytest.mark.parametrize("mode", ["block", "full", "none"])
-@pytest.mark.parametrize("m,chunk,width", CASES)
-def test_every_order_is_a_permutation(mode, m, chunk, width):
+@pytest.mark.parametrize("m,chunk", CASES)
+def test_every_order_is_a_permutation(mode, m, chunk):
     rng = np.random.RandomState(0)
     for _ in range(3):  # every epoch's
-        order = epoch_order(mode, m, rng, chunk, width)
+        order = epoch_order(mode, m, rng, chunk)
         assert order.dtype == np.int64
         assert np.array_equal(np.sort(order), np.arange(m))
 
@@ -36,36 +34,30 @@ def test_orders_are_deterministic_by_seed_and_vary_by_epoch(mode):
     assert not np.array_equal(first[0], epoch_order(mode, 1000, np.random.RandomState(4), 10))
 
 
-def twin(m, chunk, phase, perm, width):
+def twin(m, chunk, phase, perm):
     """The "block" order, obviously: chunk k's rows k·c − phase + j (j < c) as a
-    row of a (chunks × c) table, padded to whole groups of W chunks; each group
-    read column by column (row j of each of its chunks, then row j + 1), the
-    rows outside [0, m) left out."""
-    table = perm[:, None] * chunk - phase + np.arange(chunk)
-    groups = -(-len(perm) // width)
-    padded = np.full((groups * width, chunk), -1, np.int64)
-    padded[:len(perm)] = table
-    rows = padded.reshape(groups, width, chunk).transpose(0, 2, 1).ravel()
+    row of a (chunks × c) table, read row by row, the rows outside [0, m) left out."""
+    rows = (perm[:, None] * chunk - phase + np.arange(chunk)).ravel()
     return rows[(rows >= 0) & (rows < m)]
 
 
-@pytest.mark.parametrize("m,chunk,width", CASES)
-def test_block_order_matches_its_numpy_twin(m, chunk, width):
+@pytest.mark.parametrize("m,chunk", CASES)
+def test_block_order_matches_its_numpy_twin(m, chunk):
     rng = np.random.RandomState(5)
     for _ in range(3):
         state = rng.get_state()
-        got = epoch_order("block", m, rng, chunk, width)
+        got = epoch_order("block", m, rng, chunk)
         rng.set_state(state)
         phase = int(rng.randint(chunk))  # the draws epoch_order makes, in its order
         perm = rng.permutation((m + phase + chunk - 1) // chunk).astype(np.int64)
-        assert np.array_equal(got, twin(m, chunk, phase, perm, width))
+        assert np.array_equal(got, twin(m, chunk, phase, perm))
 
-def test_interleave_by_hand():
-    # c = 3, phase 1: chunks 3, 0 | 2, 1 hold rows 8 9 (10) | (−1) 0 1 || 5 6 7 | 2 3 4;
-    # rounds j = 0, 1, 2 of the first group: 8 (−1) | 9 0 | (10) 1
+
+def test_chunks_by_hand():
+    # c = 3, phase 1: chunks 3, 0, 2, 1 hold rows 8 9 (10) | (−1) 0 1 | 5 6 7 | 2 3 4
     out = np.empty(10, np.int64)
-    assert _interleave(10, 3, 1, np.array([3, 0, 2, 1], np.int64), 2, out) == 10
-    assert out.tolist() == [8, 9, 0, 1, 5, 2, 6, 3, 7, 4]
+    assert _chunks(10, 3, 1, np.array([3, 0, 2, 1], np.int64), out) == 10
+    assert out.tolist() == [8, 9, 0, 1, 5, 6, 7, 2, 3, 4]
 
 
 def _phase(order, chunk):
@@ -79,32 +71,19 @@ def _phase(order, chunk):
     return None
 
 
-@pytest.mark.parametrize("given", [None, 4, 16])  # None: the default WIDTH
-def test_consecutive_rows_come_from_width_distinct_chunks(given):
+def test_each_chunk_is_read_front_to_back_and_chunk_boundaries_move():
     m, chunk = 10_000, 12
-    width = WIDTH if given is None else given
     rng = np.random.RandomState(1)
     phases = set()
     for _ in range(10):
-        order = epoch_order("block", m, rng, chunk, given)
+        order = epoch_order("block", m, rng, chunk)
         p = _phase(order, chunk)
         assert p is not None
         phases.add(p)
         ids = (order + p) // chunk
-        _, first = np.unique(ids, return_index=True)
-        visit = ids[np.sort(first)]  # the chunks in their (random) order
-        last = (m - 1 + p) // chunk
-        for g in range(0, len(visit), width):
-            group = visit[g:g + width]
-            if len(group) < width or 0 in group or last in group:
-                continue  # a group with a chunk cut by [0, m) or fewer than W chunks
-            at = np.flatnonzero(np.isin(ids, group))
-            assert np.array_equal(at, np.arange(at[0], at[0] + width * chunk))  # contiguous
-            rounds = ids[at].reshape(chunk, width)  # round j: row j of each chunk
-            assert all(len(set(r)) == width for r in rounds)
-            assert (rounds == rounds[0]).all()  # the same W chunks, round robin
-            rows = order[at].reshape(chunk, width)
-            assert (np.diff(rows, axis=0) == 1).all()  # each chunk read front to back
+        assert (np.diff(ids) != 0).sum() == len(np.unique(ids)) - 1  # each chunk in one run
+        same = np.diff(ids) == 0
+        assert (np.diff(order)[same] == 1).all()  # front to back
     assert len(phases) > 1  # the chunk boundaries move between epochs
     assert _phase(np.random.RandomState(0).permutation(m), chunk) is None
 
@@ -126,7 +105,6 @@ def test_chunk_rows_follows_the_bytes_the_chunk_count_and_the_cache_rule():
     small = np.arange(UNIFORM_BYTES // 12_016 + 1, dtype=np.int64) * 1000  # ≤ UNIFORM_BYTES
     assert chunk_rows(small) == 1
     assert chunk_rows(np.arange(5, dtype=np.int64)) == 1
-    assert WIDTH >= 1
 
 
 def _data(m=2000):

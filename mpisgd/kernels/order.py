@@ -5,15 +5,14 @@
              the hardware prefetcher never gets going (4–6× a file-order epoch
              on RCV1-scale data).
 ``"block"``  locality-aware, copy-free. Every epoch cuts the rows into chunks
-             of c consecutive rows at a random phase, permutes the chunks, and
-             visits them in groups of W chunks whose rows are interleaved round
-             robin (row 0 of each of the W chunks, then row 1 of each, ...),
-             each chunk read front to back, so the hardware prefetcher keeps up
-             (c rows ≈ ``CHUNK_BYTES``, at most m / ``MIN_CHUNKS``). W =
-             ``WIDTH`` = 1, measured: W = 16 cost 1.4–1.8× file order's epoch
-             against 1.05–1.25× for W = 1 (a jump per row instead of per
-             chunk), and mixed no better in the median over seeds (the
-             objective after 5 epochs on label-sorted data follows c, not W).
+             of c consecutive rows at a random phase, permutes the chunks and
+             visits them one after the other, each front to back, so the
+             hardware prefetcher keeps up (c rows ≈ ``CHUNK_BYTES``, at most
+             m / ``MIN_CHUNKS``): 1.05–1.25× file order's epoch. Interleaving
+             the rows of 16 chunks round robin, measured, cost 1.4–1.8× (a jump
+             per row instead of per chunk) and mixed no better in the median
+             over seeds (the objective after 5 epochs on label-sorted data
+             follows c, not the interleaving).
              Data of at most ``UNIFORM_BYTES`` get c = 1, i.e. the same uniform
              permutation as "full": they stay in cache, so the order costs
              little there, while chunks of neighbouring rows cost a file whose
@@ -30,7 +29,6 @@ from numba import njit
 SHUFFLES = ("block", "full", "none")
 CHUNK_BYTES = 1 << 15  # 32 KiB of CSR rows per chunk: 8 pages streamed per jump
 MIN_CHUNKS = 4096  # a larger data set still gets at least this many chunks (its mixing)
-WIDTH = 1  # chunks interleaved: more cost a jump per row and mixed no better (median)
 UNIFORM_BYTES = 16 << 20  # c = 1 up to here: a permutation of cached rows is ≤ 3× file order
 
 
@@ -47,26 +45,21 @@ def chunk_rows(indptr, value_bytes=8):
 
 
 @njit(cache=True, nogil=True)
-def _interleave(m, chunk, phase, perm, width, out):
-    """Fill ``out`` (m int64) with the rows of the chunks ``perm`` (chunk k covers
-    rows [k·c − phase, (k + 1)·c − phase) ∩ [0, m)), W chunks at a time, row j
-    of each chunk of the group before row j + 1 of any."""
+def _chunks(m, chunk, phase, perm, out):
+    """Fill ``out`` (m int64) with the rows of the chunks ``perm`` in turn, each
+    front to back (chunk k covers rows [k·c − phase, (k + 1)·c − phase) ∩ [0, m))."""
     n = 0
-    n_chunks = perm.shape[0]
-    for g0 in range(0, n_chunks, width):
-        g1 = min(g0 + width, n_chunks)
+    for k in range(perm.shape[0]):
         for j in range(chunk):
-            for k in range(g0, g1):
-                r = perm[k] * chunk - phase + j
-                if 0 <= r < m:  # the first and the last chunk are cut by [0, m)
-                    out[n] = r
-                    n += 1
+            r = perm[k] * chunk - phase + j
+            if 0 <= r < m:  # the first and the last chunk are cut by [0, m)
+                out[n] = r
+                n += 1
     return n
 
 
-def epoch_order(shuffle, m, rng, chunk=1, width=None):
-    """Row indices (int64) of one epoch over m rows; ``chunk`` (c) and ``width``
-    (W, None: WIDTH) are those of "block"."""
+def epoch_order(shuffle, m, rng, chunk=1):
+    """Row indices (int64) of one epoch over m rows; ``chunk`` is c of "block"."""
     if shuffle == "none":
         return np.arange(m, dtype=np.int64)
     if shuffle == "full":
@@ -75,5 +68,5 @@ def epoch_order(shuffle, m, rng, chunk=1, width=None):
     n_chunks = (m + phase + chunk - 1) // chunk
     perm = rng.permutation(n_chunks).astype(np.int64)
     out = np.empty(m, np.int64)
-    _interleave(m, chunk, phase, perm, WIDTH if width is None else width, out)
+    _chunks(m, chunk, phase, perm, out)
     return out
