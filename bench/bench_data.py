@@ -321,7 +321,9 @@ def bench_share(path, workdir, repeats, epochs=5):
     the wall time the loop waits for blocks. Two ways of reading the passes:
     one ``iter_blocks([shard] * epochs)`` stream, as ``mpisgd train --epochs``
     reads (``ShardSource``), and a new ``iter_blocks([shard])`` per pass (the
-    measurement of the rounds before 2026-12-04). A pass's reading time is
+    measurement of the rounds before 2026-12-04); the stream also with
+    ``resident_mb=1024`` (``mpisgd train``'s default ``--resident-mb``: the
+    shard stays mapped between its passes). A pass's reading time is
     the waits for its blocks (the first one's included) and for the end."""
     from mpisgd.data import shard as shard_mod
     from mpisgd.data.reader import iter_blocks
@@ -334,12 +336,17 @@ def bench_share(path, workdir, repeats, epochs=5):
     with open_shard(shard) as s:
         n_features = s.n_features
 
-    def run(loss, average, readahead, stream):
+    import inspect
+
+    has_resident = "resident_mb" in inspect.signature(iter_blocks).parameters
+
+    def run(loss, average, readahead, stream, resident=0):
         v, a, st = np.zeros(n_features), np.zeros(n_features), sgd.new_state()
         shard_mod._VERIFIED.clear()
         clock = time.thread_time if readahead == 0 else time.perf_counter
         read, work = [0.0] * epochs, [0.0] * epochs
-        one = iter(iter_blocks([shard] * epochs, 8192, readahead=readahead)) if stream else None
+        kw = {"resident_mb": resident} if resident else {}
+        one = iter(iter_blocks([shard] * epochs, 8192, readahead=readahead, **kw)) if stream else None
         for e in range(epochs):
             it = one if stream else iter(iter_blocks([shard], 8192, readahead=readahead))
             while True:
@@ -367,14 +374,17 @@ def bench_share(path, workdir, repeats, epochs=5):
     print(f"\n| {epochs} passes over the 1 GB shard | reading, first pass s | reading, later "
           f"passes s (sum) | kernel s (sum) | reading / (reading + kernel) | spread |"
           f"\n|---|---|---|---|---|---|")
-    for stream, how in ((True, f"one stream over [shard] × {epochs}"),
-                        (False, "iter_blocks per pass")):
+    for stream, resident, how in ((True, 1024, f"one stream over [shard] × {epochs}, resident_mb=1024"),
+                                  (True, 0, f"one stream over [shard] × {epochs}"),
+                                  (False, 0, "iter_blocks per pass")):
+        if resident and not has_resident:
+            continue
         for name, loss, average in (("hinge SGD", losses.HINGE, False),
                                     ("log ASGD", losses.LOG, True)):
             for readahead, label in ((0, "CPU of the thread, no read-ahead"),
                                      (2, "wall, read-ahead 2 (waiting)")):
-                run(loss, average, readahead, stream)  # warm: compiled, file in the page cache
-                runs = [run(loss, average, readahead, stream) for _ in range(repeats)]
+                run(loss, average, readahead, stream, resident)  # warm: compiled, file in the page cache
+                runs = [run(loss, average, readahead, stream, resident) for _ in range(repeats)]
                 shares = [sum(r) / (sum(r) + sum(w)) for r, w in runs]
                 med = sorted(range(repeats), key=lambda k: shares[k])[repeats // 2]
                 r, w = runs[med]

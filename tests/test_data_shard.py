@@ -228,9 +228,10 @@ def _count_opens(monkeypatch):
     return opened
 
 
-@pytest.mark.parametrize("readahead", [0, 2])
+@pytest.mark.parametrize("readahead,resident_mb", [(0, 0), (2, 0), (0, 64), (2, 64)])
 @pytest.mark.parametrize("compression", ["none", "gzip"])
-def test_a_shard_listed_again_is_opened_and_verified_once(tmp_path, monkeypatch, readahead, compression):
+def test_a_shard_listed_again_is_opened_and_verified_once(tmp_path, monkeypatch, readahead, resident_mb,
+                                                          compression):
     """[path] * epochs (``mpisgd train --epochs``): one open, every segment
     checked once, the later passes reading the same rows from the open map
     (chunked: from the open file, HDF5 checking every chunk it reads)."""
@@ -243,7 +244,7 @@ def test_a_shard_listed_again_is_opened_and_verified_once(tmp_path, monkeypatch,
     check = shard_mod.Shard._check_segment
     monkeypatch.setattr(shard_mod.Shard, "_check_segment",
                         lambda self, name, s: (checked.append((name, s)), check(self, name, s)))
-    blocks = list(iter_blocks([p] * 3, 128, readahead=readahead))
+    blocks = list(iter_blocks([p] * 3, 128, readahead=readahead, resident_mb=resident_mb))
     assert opened == [str(p)]
     assert len(checked) == len(set(checked))
     assert {name for name, _ in checked} == (
@@ -359,3 +360,30 @@ def test_later_passes_keep_the_resident_set_bounded(tmp_path):
         peak[b.shard] = max(peak[b.shard], _mapped_kib(p))
     assert 0 < peak[0] < os.path.getsize(p) / 1024 / 2
     assert max(peak[1:]) <= 1.2 * peak[0], peak
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc/self/smaps")
+def test_resident_mb_keeps_a_shard_mapped_between_its_passes(tmp_path):
+    """Within the budget the map stays between passes (a later pass maps
+    nothing again) and the last pass drops it behind it; beyond the budget
+    every pass drops it, as with resident_mb=0."""
+    rng = np.random.default_rng(1)
+    rows, per = 12000, 200
+    X = sp.csr_matrix((rng.standard_normal(rows * per), rng.integers(0, 5000, rows * per).astype(np.int32),
+                       np.arange(0, rows * per + 1, per)), shape=(rows, 5000))
+    p = tmp_path / "big.h5"
+    write_shard(p, X, np.ones(rows))
+    size_kib = os.path.getsize(p) / 1024
+
+    def passes(resident_mb):
+        kib = [[], [], []]
+        for b in iter_blocks([p] * 3, 250, readahead=0, resident_mb=resident_mb):
+            b.data.sum(), b.indices.sum(), b.y.sum()
+            kib[b.shard].append(_mapped_kib(p))
+        return kib
+
+    kept = passes(64)
+    assert kept[0][-1] > 0.9 * size_kib and min(kept[1]) > 0.9 * size_kib  # all mapped, still
+    assert kept[2][-1] < 0.3 * size_kib  # the last pass dropped it behind it
+    dropped = passes(1)  # the shard (29 MB) is over the budget
+    assert max(max(dropped[1]), max(dropped[2])) < 0.5 * size_kib

@@ -12,7 +12,11 @@ A path listed more than once (``[path] * epochs``) is opened once per call:
 its later passes reuse the open, mapped shard, whose segments verified in
 the first pass are not checked again, unless the file has changed on disk
 since (another inode, size or modification time), in which case it is
-opened and verified again (and must still hold as many rows).
+opened and verified again (and must still hold as many rows). Its map is
+dropped behind each pass (a resident set of a few blocks), or, up to
+``resident_mb`` of such shards, kept between its passes: a later pass then
+reads pages already mapped instead of mapping them again (bench/README.md,
+"Data": that re-mapping cost more than the reading itself).
 """
 
 import os
@@ -97,22 +101,34 @@ class _Shards:
         self.kept = {}
 
 
-def _read(paths, block_rows, keep, skip=0):
+def _read(paths, block_rows, keep, skip=0, resident_bytes=0):
     """The blocks of ``paths`` (the first ``skip`` rows of ``paths[0]`` left
     out). After yielding a block at row r, drops the map of the rows before
     r − keep·block_rows (the consumer is done with those); the tail a shard's
-    previous pass left mapped is dropped ``keep`` blocks into the next pass."""
+    previous pass left mapped is dropped ``keep`` blocks into the next pass.
+    A shard listed again stays mapped between its passes instead, while the
+    shards so kept hold at most ``resident_bytes``: its later passes read
+    pages already mapped; its last pass drops them behind it."""
     shards = _Shards(paths)
     tails = []  # [blocks to go, tail]
+    resident = {}  # path → bytes kept mapped
     try:
         for k in range(len(paths)):
+            path = paths[k]
             shard, tail = shards.open(k)
+            if tail and path in resident and resident[path][0] is shard:
+                tail = []  # the map of the previous pass is the one to read
+            resident.pop(path, None)
+            if (shards.last[path] > k and shard.maps
+                    and sum(b for _s, b in resident.values()) + shard.mapped_bytes() <= resident_bytes):
+                resident[path] = (shard, shard.mapped_bytes())
             if tail:
                 tails.append([keep, tail])
             try:
                 for r in range(skip if k == 0 else 0, shard.n_rows, block_rows):
                     yield Block(*shard.read(r, r + block_rows), row_start=r, shard=k)
-                    shard.release(r - keep * block_rows)
+                    if path not in resident:
+                        shard.release(r - keep * block_rows)
                     for pending in tails:
                         pending[0] -= 1
                         if pending[0] <= 0:
@@ -138,9 +154,11 @@ def _produce(blocks, out, stop):
         blocks.close()
 
 
-def iter_blocks(paths, block_rows, readahead=2, skip=0):
+def iter_blocks(paths, block_rows, readahead=2, skip=0, resident_mb=0):
     """Yield the rows of ``paths`` (in order) as ``Block`` objects of ``block_rows``;
-    ``skip``: rows of the first shard left out (a resumed run)."""
+    ``skip``: rows of the first shard left out (a resumed run). ``resident_mb``:
+    MiB of shards listed again that stay mapped between their passes (0: every
+    pass drops the map behind it, and the resident set is a few blocks)."""
     if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__"):
         paths = [paths]
     paths = [os.fspath(p) for p in paths]
@@ -149,7 +167,7 @@ def iter_blocks(paths, block_rows, readahead=2, skip=0):
     if readahead < 0:
         raise MpisgdError(f"readahead: must be ≥ 0, got {readahead}")
     if readahead == 0:
-        blocks = _read(paths, block_rows, 1, skip)
+        blocks = _read(paths, block_rows, 1, skip, resident_mb << 20)
         try:
             yield from blocks
         finally:
@@ -158,7 +176,7 @@ def iter_blocks(paths, block_rows, readahead=2, skip=0):
     out = queue.Queue(maxsize=readahead)
     stop = threading.Event()
     # Blocks older than the queue, the caller's and one spare are done.
-    blocks = _read(paths, block_rows, readahead + 3, skip)
+    blocks = _read(paths, block_rows, readahead + 3, skip, resident_mb << 20)
     thread = threading.Thread(target=_produce, args=(blocks, out, stop), name="mpisgd-reader",
                               daemon=True)
     thread.start()

@@ -129,14 +129,16 @@ class StreamSource(RowSource):
 class ShardSource(RowSource):
     """The rows of one or more HDF5 shards, in order, read ahead in blocks. A
     path listed again (``[path] * epochs``) is opened once, here and by the
-    reader (``iter_blocks``), whose later passes reuse the verified map."""
+    reader (``iter_blocks``), whose later passes reuse the verified map, kept
+    mapped between passes up to ``resident_mb`` MiB of such shards."""
 
-    def __init__(self, paths, block_rows=4096):
+    def __init__(self, paths, block_rows=4096, resident_mb=0):
         from mpisgd.data.shard import open_shard
 
         super().__init__()
         self.paths = [os.fspath(p) for p in paths]
         self.block_rows = int(block_rows)
+        self.resident_mb = int(resident_mb)
         n_features = set()
         self._shard_rows = []
         rows = {}
@@ -161,7 +163,8 @@ class ShardSource(RowSource):
             skip -= self._shard_rows[first]
             first += 1
         # A resumed run starts ``skip`` rows into the shard it had begun.
-        for block in iter_blocks(self.paths[first:], self.block_rows, skip=skip):
+        for block in iter_blocks(self.paths[first:], self.block_rows, skip=skip,
+                                 resident_mb=self.resident_mb):
             yield block.indptr, block.indices, block.data, block.y
 
 

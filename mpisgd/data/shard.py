@@ -727,6 +727,10 @@ class Shard:
                 arr._mmap.madvise(mmap.MADV_DONTNEED, begin, end - begin)
                 self.released[name] = end
 
+    def mapped_bytes(self):
+        """Bytes of the mapped datasets that ``release`` drops (0: chunked layout)."""
+        return sum(self.maps[name].nbytes for name in self.map_start) if self.maps else 0
+
     def unchanged(self):
         """Whether the file at ``path`` is still the one opened (same device,
         inode, size and modification time): a shard kept open across epochs is
