@@ -289,7 +289,8 @@ def test_shard_source_resumes_inside_a_shard_of_a_later_epoch(tmp_path):
     np.testing.assert_array_equal(np.concatenate(ys), np.concatenate([y[123:], y]))
 
 
-def test_a_shard_damaged_between_epochs_is_verified_again(tmp_path):
+@pytest.mark.parametrize("resident_mb", [0, 64])
+def test_a_shard_damaged_between_epochs_is_verified_again(tmp_path, resident_mb):
     """A shard rewritten in place between passes (a new modification time) is
     opened and verified again: the damage is an MpisgdError naming the file and
     the dataset in that pass, after the previous passes' rows."""
@@ -299,7 +300,7 @@ def test_a_shard_damaged_between_epochs_is_verified_again(tmp_path):
     shard_mod._VERIFIED.clear()
     with h5py.File(p, "r") as f:
         offset = f["data"].id.get_offset()
-    gen = iter_blocks([p] * 3, 128, readahead=0)
+    gen = iter_blocks([p] * 3, 128, readahead=0, resident_mb=resident_mb)
     first = [next(gen) for _ in range(-(-3000 // 128))]
     assert {b.shard for b in first} == {0}
     with open(p, "r+b") as f:  # in place: same inode
