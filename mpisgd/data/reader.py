@@ -20,7 +20,6 @@ reads pages already mapped instead of mapping them again (bench/README.md,
 """
 
 import os
-
 import queue
 import threading
 from dataclasses import dataclass
