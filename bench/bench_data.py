@@ -318,7 +318,13 @@ def bench_share(path, workdir, repeats, epochs=5):
     a fresh state (every checksum verified, as in a new process). Without
     read-ahead everything runs on the calling thread, so its CPU time splits
     exactly into reading and kernel; with the runner's read-ahead of 2 blocks,
-    the wall time the loop waits for blocks."""
+    the wall time the loop waits for blocks. Two ways of reading the passes:
+    one ``iter_blocks([shard] * epochs)`` stream, as ``mpisgd train --epochs``
+    reads (``ShardSource``), and a new ``iter_blocks([shard])`` per pass (the
+    measurement of the rounds before 2026-12-04); the stream also with
+    ``resident_mb=1024`` (``mpisgd train``'s default ``--resident-mb``: the
+    shard stays mapped between its passes). A pass's reading time is
+    the waits for its blocks (the first one's included) and for the end."""
     from mpisgd.data import shard as shard_mod
     from mpisgd.data.reader import iter_blocks
     from mpisgd.data.shard import open_shard
@@ -330,16 +336,25 @@ def bench_share(path, workdir, repeats, epochs=5):
     with open_shard(shard) as s:
         n_features = s.n_features
 
-    def run(loss, average, readahead):
+    import inspect
+
+    has_resident = "resident_mb" in inspect.signature(iter_blocks).parameters
+
+    def run(loss, average, readahead, stream, resident=0):
         v, a, st = np.zeros(n_features), np.zeros(n_features), sgd.new_state()
         shard_mod._VERIFIED.clear()
         clock = time.thread_time if readahead == 0 else time.perf_counter
         read, work = [0.0] * epochs, [0.0] * epochs
+        kw = {"resident_mb": resident} if resident else {}
+        one = iter(iter_blocks([shard] * epochs, 8192, readahead=readahead, **kw)) if stream else None
         for e in range(epochs):
-            it = iter(iter_blocks([shard], 8192, readahead=readahead))
+            it = one if stream else iter(iter_blocks([shard], 8192, readahead=readahead))
             while True:
                 t = clock()
                 b = next(it, None)
+                if b is not None and b.shard > e:  # the next pass's first block
+                    read[e + 1] += clock() - t
+                    break
                 read[e] += clock() - t
                 if b is None:
                     break
@@ -348,22 +363,34 @@ def bench_share(path, workdir, repeats, epochs=5):
                               schedules.BOTTOU, 1.0, 1e-5, 0.0, 0.75, 0.01, True, False,
                               average, 0, v, a, st)
                 work[e] += clock() - t
+            if stream and b is not None:  # train on the block that ended the loop
+                t = clock()
+                sgd.sgd_epoch(b.indptr, b.indices, b.data, b.y, np.arange(len(b.y)), loss, 0.0,
+                              schedules.BOTTOU, 1.0, 1e-5, 0.0, 0.75, 0.01, True, False,
+                              average, 0, v, a, st)
+                work[e + 1] += clock() - t
         return read, work
 
     print(f"\n| {epochs} passes over the 1 GB shard | reading, first pass s | reading, later "
           f"passes s (sum) | kernel s (sum) | reading / (reading + kernel) | spread |"
           f"\n|---|---|---|---|---|---|")
-    for name, loss, average in (("hinge SGD", losses.HINGE, False),
-                                ("log ASGD", losses.LOG, True)):
-        for readahead, label in ((0, "CPU of the thread, no read-ahead"),
-                                 (2, "wall, read-ahead 2 (waiting)")):
-            run(loss, average, readahead)  # warm: compiled, file in the page cache
-            runs = [run(loss, average, readahead) for _ in range(repeats)]
-            shares = [sum(r) / (sum(r) + sum(w)) for r, w in runs]
-            med = sorted(range(repeats), key=lambda k: shares[k])[repeats // 2]
-            r, w = runs[med]
-            print(f"| {name}, {label} | {r[0]:.3f} | {sum(r[1:]):.3f} | {sum(w):.3f} | "
-                  f"{100 * shares[med]:.1f} % | {max(shares) / max(min(shares), 1e-9):.2f} |")
+    for stream, resident, how in ((True, 1024, f"one stream over [shard] × {epochs}, resident_mb=1024"),
+                                  (True, 0, f"one stream over [shard] × {epochs}"),
+                                  (False, 0, "iter_blocks per pass")):
+        if resident and not has_resident:
+            continue
+        for name, loss, average in (("hinge SGD", losses.HINGE, False),
+                                    ("log ASGD", losses.LOG, True)):
+            for readahead, label in ((0, "CPU of the thread, no read-ahead"),
+                                     (2, "wall, read-ahead 2 (waiting)")):
+                run(loss, average, readahead, stream, resident)  # warm: compiled, file in the page cache
+                runs = [run(loss, average, readahead, stream, resident) for _ in range(repeats)]
+                shares = [sum(r) / (sum(r) + sum(w)) for r, w in runs]
+                med = sorted(range(repeats), key=lambda k: shares[k])[repeats // 2]
+                r, w = runs[med]
+                print(f"| {how}: {name}, {label} | {r[0]:.3f} | {sum(r[1:]):.3f} | "
+                      f"{sum(w):.3f} | {100 * shares[med]:.1f} % | "
+                      f"{max(shares) / max(min(shares), 1e-9):.2f} |")
 
 
 # Peak RSS from /proc/self/status (VmHWM): ru_maxrss would include the parent's

@@ -213,3 +213,178 @@ def test_index_checksum_is_the_checksum_and_the_range():
     a, b, lo, hi = _index_checksum(ix.view(np.uint32), ix)
     assert [a, b] == checksums(ix)[0].tolist()
     assert (lo, hi) == (ix.min(), ix.max())
+
+
+def _count_opens(monkeypatch):
+    """Count the shards opened (Shard objects made) from now on."""
+    opened = []
+    init = shard_mod.Shard.__init__
+
+    def counting(self, path):
+        opened.append(os.fspath(path))
+        init(self, path)
+
+    monkeypatch.setattr(shard_mod.Shard, "__init__", counting)
+    return opened
+
+
+@pytest.mark.parametrize("readahead,resident_mb", [(0, 0), (2, 0), (0, 64), (2, 64)])
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_a_shard_listed_again_is_opened_and_verified_once(tmp_path, monkeypatch, readahead, resident_mb,
+                                                          compression):
+    """[path] * epochs (``mpisgd train --epochs``): one open, every segment
+    checked once, the later passes reading the same rows from the open map
+    (chunked: from the open file, HDF5 checking every chunk it reads)."""
+    X, y = _data(3000, 200)
+    p = tmp_path / "s.h5"
+    write_shard(p, X, y, compression=compression)
+    shard_mod._VERIFIED.clear()
+    opened = _count_opens(monkeypatch)
+    checked = []
+    check = shard_mod.Shard._check_segment
+    monkeypatch.setattr(shard_mod.Shard, "_check_segment",
+                        lambda self, name, s: (checked.append((name, s)), check(self, name, s)))
+    blocks = list(iter_blocks([p] * 3, 128, readahead=readahead, resident_mb=resident_mb))
+    assert opened == [str(p)]
+    assert len(checked) == len(set(checked))
+    assert {name for name, _ in checked} == (
+        {"indptr", "indices", "data", "labels", "feature_sums"} if compression == "none" else set())
+    for k in range(3):
+        mine = [b for b in blocks if b.shard == k]
+        got = sp.vstack([sp.csr_matrix((b.data, b.indices, b.indptr), shape=(b.n_rows, 200))
+                         for b in mine])
+        assert (got != X).nnz == 0
+        np.testing.assert_array_equal(np.concatenate([b.y for b in mine]), y)
+
+
+def test_shard_source_opens_each_shard_twice_whatever_the_epochs(tmp_path, monkeypatch):
+    """Once to count its rows, once by the reader for every epoch (before: 2 × epochs)."""
+    from mpisgd.data.rows import ShardSource
+
+    paths = []
+    for k in range(2):
+        X, y = _data(500, 30, seed=k)
+        paths.append(str(write_shard(tmp_path / f"s{k}.h5", X, y)))
+    opened = _count_opens(monkeypatch)
+    src = ShardSource(paths * 4, block_rows=64)
+    assert src.n_rows == 4000
+    rows = 0
+    while (got := src.take(100)) is not None:
+        rows += len(got[3])
+    src.close()
+    assert rows == 4000
+    assert sorted(opened) == sorted(paths * 2)
+
+
+def test_shard_source_resumes_inside_a_shard_of_a_later_epoch(tmp_path):
+    from mpisgd.data.rows import ShardSource
+
+    X, y = _data(500, 30)
+    p = str(write_shard(tmp_path / "s.h5", X, y))
+    src = ShardSource([p] * 3, block_rows=64)
+    src.seek(500 + 123)  # epoch 2, row 123
+    ys = []
+    while (got := src.take(50)) is not None:
+        ys.append(got[3])
+    np.testing.assert_array_equal(np.concatenate(ys), np.concatenate([y[123:], y]))
+
+
+@pytest.mark.parametrize("resident_mb", [0, 64])
+def test_a_shard_damaged_between_epochs_is_verified_again(tmp_path, resident_mb):
+    """A shard rewritten in place between passes (a new modification time) is
+    opened and verified again: the damage is an MpisgdError naming the file and
+    the dataset in that pass, after the previous passes' rows."""
+    X, y = _data(3000, 200)
+    p = tmp_path / "s.h5"
+    write_shard(p, X, y)
+    shard_mod._VERIFIED.clear()
+    with h5py.File(p, "r") as f:
+        offset = f["data"].id.get_offset()
+    gen = iter_blocks([p] * 3, 128, readahead=0, resident_mb=resident_mb)
+    first = [next(gen) for _ in range(-(-3000 // 128))]
+    assert {b.shard for b in first} == {0}
+    with open(p, "r+b") as f:  # in place: same inode
+        f.seek(offset + 800)
+        f.write(b"\xff" * 8)
+    st = os.stat(p)
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    with pytest.raises(MpisgdError, match=r"s.h5: dataset 'data' is corrupt"):
+        next(gen)
+
+
+@pytest.mark.parametrize("readahead", [0, 2])
+def test_a_shard_replaced_by_another_during_the_run_is_refused(tmp_path, readahead):
+    X, y = _data(300, 30)
+    p = tmp_path / "s.h5"
+    write_shard(p, X, y)
+    gen = iter_blocks([p] * 2, 1000, readahead=readahead)
+    assert next(gen).n_rows == 300
+    write_shard(p, X[:200], y[:200])  # renamed into place: another inode
+    if readahead:  # the reader thread may have begun the next pass before
+        try:
+            blocks = list(gen)
+        except MpisgdError as exc:
+            assert "s.h5: the shard changed during the run (300 rows before, 200 now)" in str(exc)
+        else:
+            assert [b.n_rows for b in blocks] == [300]
+        return
+    with pytest.raises(MpisgdError, match=r"s.h5: the shard changed during the run \(300 rows before, 200 now\)"):
+        next(gen)
+
+
+def _mapped_kib(path):
+    """Resident KiB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, mine = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+                mine = len(head) >= 6 and head[5] == str(path)
+            elif mine and head[0] == "Rss:":
+                total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc/self/smaps")
+def test_later_passes_keep_the_resident_set_bounded(tmp_path):
+    """Each pass over a shard kept open drops the map behind it again, and the
+    tail the previous pass left mapped."""
+    rng = np.random.default_rng(0)
+    rows, per = 12000, 200
+    X = sp.csr_matrix((rng.standard_normal(rows * per), rng.integers(0, 5000, rows * per).astype(np.int32),
+                       np.arange(0, rows * per + 1, per)), shape=(rows, 5000))  # 29 MB of values
+    p = tmp_path / "big.h5"
+    write_shard(p, X, np.ones(rows))
+    peak = [0, 0, 0]
+    for b in iter_blocks([p] * 3, 250, readahead=0):  # 0.6 MB of values and indices a block
+        b.data.sum(), b.indices.sum(), b.y.sum()  # as a learner touches them
+        peak[b.shard] = max(peak[b.shard], _mapped_kib(p))
+    assert 0 < peak[0] < os.path.getsize(p) / 1024 / 2
+    assert max(peak[1:]) <= 1.2 * peak[0], peak
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc/self/smaps")
+def test_resident_mb_keeps_a_shard_mapped_between_its_passes(tmp_path):
+    """Within the budget the map stays between passes (a later pass maps
+    nothing again) and the last pass drops it behind it; beyond the budget
+    every pass drops it, as with resident_mb=0."""
+    rng = np.random.default_rng(1)
+    rows, per = 12000, 200
+    X = sp.csr_matrix((rng.standard_normal(rows * per), rng.integers(0, 5000, rows * per).astype(np.int32),
+                       np.arange(0, rows * per + 1, per)), shape=(rows, 5000))
+    p = tmp_path / "big.h5"
+    write_shard(p, X, np.ones(rows))
+    size_kib = os.path.getsize(p) / 1024
+
+    def passes(resident_mb):
+        kib = [[], [], []]
+        for b in iter_blocks([p] * 3, 250, readahead=0, resident_mb=resident_mb):
+            b.data.sum(), b.indices.sum(), b.y.sum()
+            kib[b.shard].append(_mapped_kib(p))
+        return kib
+
+    kept = passes(64)
+    assert kept[0][-1] > 0.9 * size_kib and min(kept[1]) > 0.9 * size_kib  # all mapped, still
+    assert kept[2][-1] < 0.3 * size_kib  # the last pass dropped it behind it
+    dropped = passes(1)  # the shard (29 MB) is over the budget
+    assert max(max(dropped[1]), max(dropped[2])) < 0.5 * size_kib

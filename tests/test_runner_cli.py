@@ -151,3 +151,21 @@ def test_demo_prints_the_comparison_table(tmp_path):
     assert [line.split()[0] for line in lines[header + 2 : header + 5]] == ["none", "static", "dynamic"]
     for name in ("none", "static8", "dynamic"):
         assert (tmp_path / name / "report.json").exists()
+
+
+def test_resident_mb_changes_no_result_and_must_be_non_negative(tmp_path):
+    """--resident-mb only decides whether a rank's shards stay mapped between
+    epochs: the same run either way."""
+    paths = write_shards(tmp_path, [40, 30])
+    reports = []
+    for mb in (0, 1024):
+        out = tmp_path / f"run-{mb}"
+        done = mpisgd(2, "train", *paths, "--epochs", 3, "--protocol", "static", "--period", 4,
+                      "--resident-mb", mb, "--block-rows", 16, "--out", out, "--quiet")
+        assert done.returncode == 0, done.stderr
+        reports.append(json.loads((out / "report.json").read_text()))
+    assert reports[0]["online"] == reports[1]["online"]
+    assert reports[0]["online"]["examples"] == 210
+    done = mpisgd(2, "train", *paths, "--resident-mb", -1, "--out", tmp_path / "bad")
+    assert done.returncode != 0
+    assert "--resident-mb must be >= 0" in done.stderr

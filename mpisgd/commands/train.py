@@ -54,6 +54,10 @@ def add_arguments(parser):
     g.add_argument("--timeline-every", type=int, default=100, metavar="N",
                    help="rounds between timeline rows (0: only the last)")
     g.add_argument("--block-rows", type=int, default=4096, help="rows read or generated per block")
+    g.add_argument("--resident-mb", type=int, default=1024, metavar="MB",
+                   help="with --epochs > 1: MiB of its shards a rank keeps memory-mapped between epochs, "
+                        "so that later epochs read pages already mapped (default 1024; 0: drop the map "
+                        "behind every pass, a resident set of a few blocks)")
     g.add_argument("--quiet", "-q", action="store_true", help="no configuration, progress or summary")
     g.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
 
@@ -100,10 +104,13 @@ def _sources(args, size, rank):
         raise MpisgdError("no data: give SHARD files or --synthetic NAME")
     if args.epochs < 1:
         raise MpisgdError(f"--epochs must be >= 1, got {args.epochs}")
-    if central:
-        return RoundMajorSource([ShardSource([p] * args.epochs, args.block_rows) for p in args.shards])
+    if args.resident_mb < 0:
+        raise MpisgdError(f"--resident-mb must be >= 0, got {args.resident_mb}")
+    if central:  # one stream per shard on rank 0: the budget shared among them
+        each = args.resident_mb // len(args.shards)
+        return RoundMajorSource([ShardSource([p] * args.epochs, args.block_rows, each) for p in args.shards])
     mine = shards_for_rank(len(args.shards), size, rank)
-    return ShardSource([args.shards[i] for i in mine] * args.epochs, args.block_rows)
+    return ShardSource([args.shards[i] for i in mine] * args.epochs, args.block_rows, args.resident_mb)
 
 
 def _check_out_dir(out):

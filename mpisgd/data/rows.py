@@ -127,21 +127,28 @@ class StreamSource(RowSource):
 
 
 class ShardSource(RowSource):
-    """The rows of one or more HDF5 shards, in order, read ahead in blocks."""
+    """The rows of one or more HDF5 shards, in order, read ahead in blocks. A
+    path listed again (``[path] * epochs``) is opened once, here and by the
+    reader (``iter_blocks``), whose later passes reuse the verified map, kept
+    mapped between passes up to ``resident_mb`` MiB of such shards."""
 
-    def __init__(self, paths, block_rows=4096):
+    def __init__(self, paths, block_rows=4096, resident_mb=0):
         from mpisgd.data.shard import open_shard
 
         super().__init__()
         self.paths = [os.fspath(p) for p in paths]
         self.block_rows = int(block_rows)
+        self.resident_mb = int(resident_mb)
         n_features = set()
         self._shard_rows = []
+        rows = {}
         for p in self.paths:
-            with open_shard(p) as shard:
-                self.n_rows += shard.n_rows
-                self._shard_rows.append(shard.n_rows)
-                n_features.add((shard.n_features, p))
+            if p not in rows:
+                with open_shard(p) as shard:
+                    rows[p] = shard.n_rows
+                    n_features.add((shard.n_features, p))
+            self.n_rows += rows[p]
+            self._shard_rows.append(rows[p])
         if len({n for n, _ in n_features}) > 1:
             detail = ", ".join(f"{p}: {n}" for n, p in sorted(n_features))
             raise MpisgdError(f"n_features differs across shards ({detail})")
@@ -150,19 +157,14 @@ class ShardSource(RowSource):
 
     def _blocks(self):
         from mpisgd.data.reader import iter_blocks
-        from mpisgd.data.shard import open_shard
 
         skip, first = self._start, 0
         while first < len(self.paths) and skip >= self._shard_rows[first]:
             skip -= self._shard_rows[first]
             first += 1
-        if skip:  # a resumed run: the rest of a shard begun before, read directly
-            with open_shard(self.paths[first]) as shard:
-                for r in range(skip, shard.n_rows, self.block_rows):
-                    yield shard.read(r, r + self.block_rows)
-                    shard.release(r - self.block_rows)
-            first += 1
-        for block in iter_blocks(self.paths[first:], self.block_rows):
+        # A resumed run starts ``skip`` rows into the shard it had begun.
+        for block in iter_blocks(self.paths[first:], self.block_rows, skip=skip,
+                                 resident_mb=self.resident_mb):
             yield block.indptr, block.indices, block.data, block.y
 
 

@@ -486,6 +486,7 @@ class Shard:
             raise MpisgdError(f"{self.path}: shard not found")
         try:
             self.f = h5py.File(self.path, "r")
+            self.key = _file_key(self.path)
         except OSError as exc:
             raise MpisgdError(
                 f"{self.path}: not a readable HDF5 shard (truncated or corrupt?): {exc}"
@@ -598,10 +599,9 @@ class Shard:
             raise MpisgdError(f"{self.path}: contiguous shard without its 'checksums' group")
         self.seg = int(self.f["checksums"].attrs["segment_bytes"])
         self.sums = {}
-        st = os.stat(self.path)
-        size = st.st_size
-        key = (st.st_dev, st.st_ino, st.st_mtime_ns, size)
-        self.verified = _VERIFIED.setdefault(key, {})
+        size = self.key[3]
+        self.verified = _VERIFIED.setdefault(self.key, {})
+        self.all_verified = set()  # datasets whose every segment is verified
         self.map_start = {}
         self.released = {}  # dataset → bytes of its map dropped by ``release``
         for name in DATASETS:
@@ -633,29 +633,38 @@ class Shard:
         done = self.verified[name]
         if done[s0:s1].all() or hi <= lo:  # every later pass
             return
-        per = self.seg // item
         for s in np.flatnonzero(~done[s0:s1]) + s0:
-            part = np.asarray(arr[s * per : (s + 1) * per])
-            # Indices are bounds-checked once, with their checksum, not per read.
-            if name == "indices":
-                a, b, low, high = _index_checksum(part.view(np.uint32), part)
-                got = np.array([a, b], np.uint64)
-            else:
-                got, low, high = checksums(part)[0], 0, 0
-            if not np.array_equal(got, self.sums[name][s]):
-                raise MpisgdError(
-                    f"{self.path}: dataset {name!r} is corrupt (checksum mismatch in bytes "
-                    f"{s * self.seg}..{(s + 1) * self.seg})"
-                )
-            if len(part) and (low < 0 or high >= self.n_features):
-                raise MpisgdError(f"{self.path}: dataset 'indices' holds an index outside "
-                                  f"[0, {self.n_features}) (bytes {s * self.seg}..)")
+            self._check_segment(name, s)
             done[s] = True
+        if done.all():
+            self.all_verified.add(name)
+
+    def _check_segment(self, name, s):
+        """Verify segment ``s`` of a mapped dataset: its checksum (and for
+        ``indices`` the range of its values)."""
+        arr = self.maps[name]
+        per = self.seg // arr.dtype.itemsize
+        part = np.asarray(arr[s * per : (s + 1) * per])
+        # Indices are bounds-checked once, with their checksum, not per read.
+        if name == "indices":
+            a, b, low, high = _index_checksum(part.view(np.uint32), part)
+            got = np.array([a, b], np.uint64)
+        else:
+            got, low, high = checksums(part)[0], 0, 0
+        if not np.array_equal(got, self.sums[name][s]):
+            raise MpisgdError(
+                f"{self.path}: dataset {name!r} is corrupt (checksum mismatch in bytes "
+                f"{s * self.seg}..{(s + 1) * self.seg})"
+            )
+        if len(part) and (low < 0 or high >= self.n_features):
+            raise MpisgdError(f"{self.path}: dataset 'indices' holds an index outside "
+                              f"[0, {self.n_features}) (bytes {s * self.seg}..)")
 
     def _get(self, name, sel):
         if self.maps:
-            lo, hi, _ = sel.indices(len(self.maps[name]))
-            self._verify(name, lo, hi)
+            if name not in self.all_verified:  # a later pass skips the look-up
+                lo, hi, _ = sel.indices(len(self.maps[name]))
+                self._verify(name, lo, hi)
             return self.maps[name][sel]
         try:
             return self.f[name][sel]
@@ -718,6 +727,45 @@ class Shard:
                 arr._mmap.madvise(mmap.MADV_DONTNEED, begin, end - begin)
                 self.released[name] = end
 
+    def mapped_bytes(self):
+        """Bytes of the mapped datasets that ``release`` drops (0: chunked layout)."""
+        return sum(self.maps[name].nbytes for name in self.map_start) if self.maps else 0
+
+    def unchanged(self):
+        """Whether the file at ``path`` is still the one opened (same device,
+        inode, size and modification time): a shard kept open across epochs is
+        opened (and verified) again when it is not."""
+        try:
+            return _file_key(self.path) == self.key
+        except OSError:
+            return False
+
+    def rewind(self):
+        """Start another pass over the rows: ``release`` counts from row 0 again.
+        Returns what the last pass left mapped, for ``drop`` once the caller
+        is done with those rows."""
+        if not self.maps:  # the chunked layout: nothing mapped
+            return []
+        tail = []
+        for name, begin in self.released.items():
+            arr = self.maps[name]
+            if hasattr(arr, "_mmap") and arr._mmap is not None:
+                tail.append((arr._mmap, begin))
+        for name in ("indptr", "labels", "indices", "data"):
+            if name not in self.released and name in self.map_start:
+                arr = self.maps[name]
+                if hasattr(arr, "_mmap") and arr._mmap is not None:
+                    tail.append((arr._mmap, 0))
+        self.released = {}
+        return tail
+
+    @staticmethod
+    def drop(tail):
+        """Drop the mapped pages ``rewind`` returned (they stay in the OS cache)."""
+        for m, begin in tail:
+            if begin < len(m):
+                m.madvise(mmap.MADV_DONTNEED, begin, len(m) - begin)
+
     def verify(self):
         """Check every checksum once (every segment, or every HDF5 chunk)."""
         step = 1 << 20
@@ -739,6 +787,12 @@ class Shard:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def _file_key(path):
+    """What identifies a file version: (device, inode, modification time, size)."""
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def preprocessing_of(paths):
