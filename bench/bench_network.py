@@ -76,7 +76,7 @@ def latency_table(cluster, rates, sizes):
             print(f"{name:44s} {row['bytes']:8d} {row['allreduce_ms']:10.3f} "
                   f"{row['pingpong_ms']:10.3f}", flush=True)
     print("\ncommands (tc rate set before each 'across' line: "
-          f"tc qdisc replace dev veth0 root tbf rate RATE burst 64kb latency 50ms, both ends):")
+          "tc qdisc replace dev veth0 root tbf rate RATE burst 64kb latency 50ms, both ends):")
     for name, _, argv in setups:
         print(f"  {name}:\n    {show(argv)}")
 

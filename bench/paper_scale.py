@@ -71,7 +71,7 @@ def main():
             json.dump(per_seed, f, indent=1)
     print(f"disjunction n=100, k={args.k}, T={args.rounds}, {args.seeds} seeds; "
           "ratios to static b=8 on the same seed: median [10th, 90th percentile]\n")
-    print(f"| configuration | errors | MPI messages | bytes |\n|---|---|---|---|")
+    print("| configuration | errors | MPI messages | bytes |\n|---|---|---|---|")
     for name, _p, _m in configurations():
         cells = []
         for key in ("errors", "messages", "bytes"):

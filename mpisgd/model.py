@@ -22,7 +22,6 @@ their rows were normalized is unknown) are refused.
 """
 
 import json
-import math
 import os
 
 import numpy as np

@@ -146,7 +146,7 @@ def test_a_fetched_member_awaits_the_result_and_keeps_its_steps():
     from, and --staleness bounds how far it learns on); the result then keeps
     the steps it made since its reply. Rank 0 answering its own fetch likewise."""
     comm, steps, learners, tr, coordinator = _setup(delta=1.0)
-    rank, k = comm.Get_rank(), comm.Get_size()
+    rank = comm.Get_rank()
     _set(learners, np.full(N + 1, 0.1 * (rank + 1)))
     sent = _model(learners)
     handle = tr.start_fetch([0, 1]) if coordinator is not None else None
