@@ -103,6 +103,10 @@ def _cell(x, digits=3):
 
 
 def report(set_name, per_seed):
+    if not all("static b=8 none" in s["rows"] for s in per_seed):
+        print("no tables: every seed needs the reference 'static b=8 none' (run it, or merge result files "
+              "that hold it with --report)")
+        return
     names = [c[0] for c in SETS[set_name]() if all(c[0] in s["rows"] for s in per_seed)]
     unit = NN_UNIT if set_name == "network" else 1.0
     print(f"{set_name}: {len(per_seed)} seeds ({', '.join(str(s['seed']) for s in per_seed)}); "
