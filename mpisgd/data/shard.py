@@ -41,6 +41,7 @@ DEFAULT_COMPRESSION = "none"
 COMPRESSIONS = ("none", "lzf", "gzip")
 REQUIRED = ("format", "format_version", "n_rows", "n_features", "nnz")
 DATASETS = ("indptr", "indices", "data", "labels", "feature_sums")
+STREAMED = ("indptr", "labels", "indices", "data")  # the datasets read row by row (``release``, ``rewind``)
 # Each dataset's stored type (docs/FORMAT.md), little-endian as written. Checked on
 # opening: a damaged type message (float64 turned into uint64 by one bit) passes the
 # checksums, which cover the values' bytes, not their type.
@@ -717,8 +718,7 @@ class Shard:
             return
         stop_row = min(stop_row, self.n_rows)
         nnz = int(self.maps["indptr"][stop_row])
-        for name, count in (("indptr", stop_row), ("labels", stop_row), ("indices", nnz),
-                            ("data", nnz)):
+        for name, count in zip(STREAMED, (stop_row, stop_row, nnz, nnz)):
             arr = self.maps[name]
             end = self.map_start[name] + count * arr.dtype.itemsize
             end -= end % mmap.PAGESIZE
@@ -746,16 +746,8 @@ class Shard:
         is done with those rows."""
         if not self.maps:  # the chunked layout: nothing mapped
             return []
-        tail = []
-        for name, begin in self.released.items():
-            arr = self.maps[name]
-            if hasattr(arr, "_mmap") and arr._mmap is not None:
-                tail.append((arr._mmap, begin))
-        for name in ("indptr", "labels", "indices", "data"):
-            if name not in self.released and name in self.map_start:
-                arr = self.maps[name]
-                if hasattr(arr, "_mmap") and arr._mmap is not None:
-                    tail.append((arr._mmap, 0))
+        tail = [(self.maps[name]._mmap, self.released.get(name, 0)) for name in STREAMED
+                if name in self.map_start and getattr(self.maps[name], "_mmap", None) is not None]
         self.released = {}
         return tail
 
