@@ -167,7 +167,7 @@ def run_to_the_end_through_requeues(cluster, tmp_path, args, pace):
     that the limit falls mid-run on any machine; requeued as often as it takes.
     SLURM holds a requeued job for 2 minutes (BeginTime); this releases it at
     once. ``sbatch --wait`` may return at the requeue, so this waits until the
-    job has left the queue. Returns (job id, job log, its output directory)."""
+    job has left the queue for good. Returns (job id, job log, its output directory)."""
     import threading
 
     done = threading.Event()
@@ -189,8 +189,16 @@ def run_to_the_end_through_requeues(cluster, tmp_path, args, pace):
             JOBS / "train.sbatch", *args, env=env, cwd=ROOT, timeout=900,
             options=["--output", str(tmp_path / "job.out"), "--ntasks", "2", "--time", "2",
                      "--signal", "B:TERM@30"])
-        deadline = time.monotonic() + 600
-        while job in cluster.run("squeue", "-h", "-o", "%i").stdout.split() and time.monotonic() < deadline:
+        # A requeued job can drop out of squeue for a moment between its two
+        # runs, and squeue can fail under load: the job is gone once its model
+        # is written, or after 20 s out of a queue that squeue did list.
+        deadline, absent = time.monotonic() + 600, 0
+        while time.monotonic() < deadline:
+            queue = cluster.run("squeue", "-h", "-o", "%i")
+            if queue.returncode == 0:
+                absent = 0 if job in queue.stdout.split() else absent + 1
+            if absent and (runs / job / "model.h5").exists() or absent >= 10:
+                break
             time.sleep(2)
     finally:
         done.set()
