@@ -185,10 +185,12 @@ class ProtocolConfig:
         """The serial reference: one learner over every stream, nothing communicated."""
         return self.name == "central"
 
-    @property
-    def checking(self):
-        """Learners stop every b rounds: for a full sync (static) or a check (dynamic, fda)."""
-        return self.name in ("static", "dynamic", "fda")
+    def checking(self, k):
+        """Whether k learners stop every b rounds: for a full sync (static) or a
+        check (dynamic, fda). A lone learner never does: the mean of one model
+        is that model, so its check or sync could change nothing and would
+        only cost time and count bytes that go nowhere."""
+        return k > 1 and self.name in ("static", "dynamic", "fda")
 
     @property
     def monitoring(self):

@@ -361,7 +361,7 @@ class Run:
         return p.node_period if p.hierarchical else p.period
 
     def _run_sync(self, T, t=0):
-        checking = self.config.protocol.checking
+        checking = self.config.protocol.checking(self.size)
         learning = self.rank == 0 or not self.central
         b = self._step_period
         every = self.config.timeline_every

@@ -552,7 +552,7 @@ class Simulation:
         if self.max_period and (protocol.name != "dynamic" or self.max_period < self.b):
             raise MpisgdError(f"max_period: needs the dynamic protocol and max_period >= period, got {max_period!r}")
         self._gap = self.b
-        self.syncing = protocol.checking
+        self.syncing = protocol.checking(self.k)
         self.t = 0  # rounds done
         self.drifts = np.asarray(drifts, np.int64)
         self.drift_window = int(drift_window)
@@ -846,10 +846,10 @@ class Simulation:
         each exceeded Θ, the median ratio δ/δ̂, the median share of ‖D̄‖² the
         projections captured, and the checks where δ > δ̂ (the bound says none)."""
         log = self.transport.variance_log
-        sums = np.array([a for a, _e in log]).reshape(len(log), -1)
+        sums = np.array([a for a, _e in log]).reshape(len(log), -1) if log else np.zeros((0, 1))
         exact = np.array([e for _a, e in log])
         estimate = np.array([self.coordinator.variance_estimate(a) for a in sums])
-        mean_s = sums[:, 0] / self.k if len(log) else np.zeros(0)
+        mean_s = sums[:, 0] / self.k
         norm = mean_s - exact  # ‖D̄‖²
         some = norm > 1e-12 * np.maximum(mean_s, 1e-300)
         theta = self.protocol.theta

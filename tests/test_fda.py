@@ -38,7 +38,7 @@ def test_bad_fda_options_are_named(kwargs, word):
 
 def test_fda_defaults_and_other_protocols_keep_none():
     cfg = ProtocolConfig(name="fda", theta=2.0)
-    assert (cfg.fda_directions, cfg.fda_estimate, cfg.fda_lag, cfg.directions, cfg.checking) == \
+    assert (cfg.fda_directions, cfg.fda_estimate, cfg.fda_lag, cfg.directions, cfg.checking(4)) == \
         (1, "linear", 1, 1, True)
     assert not cfg.asynchronous("async", 4)  # fda has one mode: lagged, deterministic
     assert ProtocolConfig(name="dynamic").as_dict()["theta"] is None

@@ -64,6 +64,29 @@ def test_synthetic_run_writes_model_report_and_timeline(tmp_path):
     assert model.n_features == 20 and model.loss == "log"
 
 
+def test_one_rank_learns_as_none_under_every_protocol(tmp_path):
+    """-n 1: the mean of one model is that model, so static, dynamic and fda
+    never stop the learner (ProtocolConfig.checking): the same model as none,
+    no check, no sync but the final one, the same bytes."""
+    from mpisgd.model import LinearModel
+
+    runs = {"none": ["--protocol", "none"], "static": ["--protocol", "static", "--period", 1],
+            "dynamic": ["--protocol", "dynamic", "--delta", 1e-6, "--mode", "sync"],
+            "fda": ["--protocol", "fda", "--theta", 1e-6]}
+    reports, coefs = {}, {}
+    for name, args in runs.items():
+        done = mpisgd(1, "train", "--synthetic", "disjunction", "--rounds", 300, "--features", 20, *args,
+                      "--out", tmp_path / name, "--quiet")
+        assert done.returncode == 0, done.stderr
+        reports[name] = json.loads((tmp_path / name / "report.json").read_text())
+        coefs[name] = LinearModel.load(tmp_path / name / "model.h5").coef
+    for name in ("static", "dynamic", "fda"):
+        np.testing.assert_array_equal(coefs[name], coefs["none"])
+        assert reports[name]["communication"]["total_bytes"] == reports["none"]["communication"]["total_bytes"]
+        assert reports[name]["protocol"]["checks"] == 0, name
+        assert reports[name]["protocol"]["full_syncs"]["total"] == 1, name  # the final one
+
+
 def test_shards_uneven_with_an_empty_one(tmp_path):
     paths = write_shards(tmp_path, [50, 0, 31])
     out = tmp_path / "run"

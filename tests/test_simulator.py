@@ -102,6 +102,21 @@ def test_none_is_independent_learners():
     assert result["bytes_sent"]["full_sync"] == k * wire.dense_nbytes(n)  # the final Allreduce only
 
 
+@pytest.mark.parametrize("cfg", [ProtocolConfig(name="static", period=1), ProtocolConfig(delta=1e-6),
+                                 ProtocolConfig(name="fda", theta=1e-6)], ids=["static", "dynamic", "fda"])
+def test_a_lone_learner_never_checks_nor_syncs(cfg):
+    """k = 1: the mean of one model is that model, so every protocol learns
+    as none does, with the same counts: no check, no sync but the final one."""
+    T, n = 200, 30
+    stream = LinearTeacherStream(n, 1, seed=2, nnz_per_row=5)
+    alone, none = (simulate(stream, T, c, LEARNER) for c in (cfg, ProtocolConfig(name="none")))
+    assert cfg.checking(2) and not cfg.checking(1)
+    np.testing.assert_array_equal(alone["coef"], none["coef"])
+    for key in ("errors", "bytes_sent", "messages_sent", "protocol_messages"):
+        assert alone[key] == none[key], key
+    assert alone["stats"]["checks"] == 0 and sum(alone["stats"]["full_syncs"].values()) == 1  # the final one
+
+
 def test_central_is_one_learner_on_round_major_rows():
     k, T, n = 4, 100, 30
     stream = LinearTeacherStream(n, k, seed=5, nnz_per_row=5)
