@@ -223,7 +223,6 @@ def convert(source, out_dir, name, n_shards=1, layout="round-robin", shuffle_see
 def _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout, shuffle_seed,
              normalize, test_fraction, test_shards, split_seed, split_name, n_features, binary,
              dtype, compression, command):
-    path = source.path
     piece = os.path.join(tmp, f"parsed.{c.rank:06d}")  # this rank's binary piece (its fields' prefix)
     counts = source.counts(start, stop) if shuffle_seed is None else None
     writer = None
@@ -252,10 +251,13 @@ def _count(source, counts, piece, c, n_shards, layout, normalize, test_fraction,
     error). Collective."""
     stats = libsvm.ParseStats()
     ok = True
-    with open(f"{piece}.lens", "wb") as f:
-        for lens, st, ok in counts:
-            stats.merge(st)
-            lens.tofile(f)
+    try:
+        with open(f"{piece}.lens", "wb") as f:
+            for lens, st, ok in counts:
+                stats.merge(st)
+                lens.tofile(f)
+    except MpisgdError:  # e.g. an unreadable input: the parse reports it
+        ok = False
     every = c.allgather((None if ok else ("count", 0, ""),) + _fields(stats))
     if any(e[0] for e in every):
         return None
