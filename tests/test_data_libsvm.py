@@ -74,7 +74,10 @@ def test_float_parsing_is_correctly_rounded(tmp_path):
     vals = np.concatenate([rng.standard_normal(400) * 10.0 ** rng.integers(-30, 30, 400),
                            [5e-324, 1.7976931348623157e308, 0.1, 1e22, 1e23, 123456789012345678]])
     toks = [repr(float(v)) for v in vals] + ["1.", ".5", "-0.0", "+2e+2", "0.000000000000000000001",
-                                            "123456789012345678901234567890", "3.14159265358979323846"]
+                                            "123456789012345678901234567890", "3.14159265358979323846",
+                                            # the fast path's edges: 18 and 19 digits, 3 and 4 exponent digits
+                                            "123456789.012345678", "1234567890.12345678", "9007199254740993",
+                                            "1e022", "1E-022", "1e0022", "0.25e-0005", "000000000000000000001.5"]
     text = "".join(f"1 1:{t}\n" for t in toks)
     p = tmp_path / "f.svm"
     p.write_text(text)

@@ -80,6 +80,42 @@ def _parse_number(buf, i, n, pow10):
     if i < n and (buf[i] == 45 or buf[i] == 43):  # '-' '+'
         neg = buf[i] == 45
         i += 1
+    # Fast path: at most 18 digits in all (mant exact in int64), exponent of
+    # at most 3 digits, within Clinger's range; else the careful path below.
+    j = i
+    mant = 0
+    while j < n and 48 <= buf[j] <= 57:
+        mant = mant * 10 + (buf[j] - 48)
+        j += 1
+    nd = j - i
+    exp10 = 0
+    if j < n and buf[j] == 46:  # '.'
+        j += 1
+        f = j
+        while j < n and 48 <= buf[j] <= 57:
+            mant = mant * 10 + (buf[j] - 48)
+            j += 1
+        exp10 = f - j
+        nd += j - f
+    if 0 < nd <= 18:
+        if j < n and (buf[j] == 101 or buf[j] == 69):  # 'e' 'E'
+            j += 1
+            eneg = False
+            if j < n and (buf[j] == 45 or buf[j] == 43):
+                eneg = buf[j] == 45
+                j += 1
+            e = 0
+            k = j
+            while j < n and 48 <= buf[j] <= 57 and j - k < 3:
+                e = e * 10 + (buf[j] - 48)
+                j += 1
+            exp10 += -e if eneg else e
+            if j == k:
+                exp10 = 99  # no exponent digits: the careful path reports it
+        if (j >= n or _is_end(buf[j])) and mant < _TWO53 and -22 <= exp10 <= 22:
+            v = float(mant)
+            v = v * pow10[exp10] if exp10 >= 0 else v / pow10[-exp10]
+            return (-v if neg else v), j, 0
     mant = 0
     digits = 0  # significant digits kept in mant (at most 18: fits int64)
     dropped = 0  # integer digits beyond those (exponent adjustment)
@@ -334,7 +370,7 @@ def parse_chunk(buf, n, index_base, max_raw, binary, indptr, indices, data, labe
 def count_chunk(buf, n, index_base, max_raw, binary, lens, stats, pow10):
     """Count the rows of ``buf[:n]`` as ``parse_chunk`` finds them in a good
     file, without parsing the values: each row's non-zeros into ``lens``
-    (capacity: newlines + 1), and the stats a parse records (rows, nnz, lines,
+    (capacity: rows), and the stats a parse records (rows, nnz, lines,
     raw index range, the first lines of raw index max_raw and of labels -1
     and 0). Labels and indices are read as ``parse_chunk`` reads them; at the
     first label or index it would reject, counting stops with S_ERR set (a
@@ -531,8 +567,7 @@ def iter_counted(path, zero_based="auto", n_features=None, start=0, stop=None, b
     base = _base_code(zero_based)
     max_raw = _max_raw(n_features, base)
     for buf, n in textio.iter_line_chunks(path, start, stop, chunk_bytes):
-        lines, _ = count_lines_colons(buf, n)
-        lens = np.empty(lines + 1, np.int64)
+        lens = np.empty(n // 2 + 1, np.int64)  # a row takes 2 bytes or more, but the last
         st = np.zeros(N_STATS, np.int64)
         count_chunk(buf, n, base, max_raw, binary, lens, st, _POW10)
         stats = ParseStats()
