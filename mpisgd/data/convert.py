@@ -47,7 +47,7 @@ import shutil
 import numpy as np
 from numba import njit
 
-from mpisgd.atomic import atomic_path
+from mpisgd.atomic import atomic_path, write_error
 from mpisgd.data import libsvm
 from mpisgd.data.partition import block_range
 from mpisgd.data.shard import DEFAULT_COMPRESSION, ShardPart, ShardWriter
@@ -225,13 +225,13 @@ def _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout, 
              dtype, compression, command):
     piece = os.path.join(tmp, f"parsed.{c.rank:06d}")  # this rank's binary piece (its fields' prefix)
     counts = source.counts(start, stop) if shuffle_seed is None else None
-    writer = None
+    writer = counted = None
     if counts is not None:
-        writer = _count(source, counts, piece, c, n_shards, layout, normalize, test_fraction,
-                        test_shards, split_seed, split_name, n_features, binary, dtype,
-                        compression, command, out_dir, name)
+        writer, counted = _count(source, counts, piece, c, n_shards, layout, normalize,
+                                 test_fraction, test_shards, split_seed, split_name, n_features,
+                                 binary, dtype, compression, command, out_dir, name)
     try:
-        return _parse_and_write(source, out_dir, name, c, say, start, stop, piece, counts,
+        return _parse_and_write(source, out_dir, name, c, say, start, stop, piece, counted,
                                 writer, n_shards, layout, shuffle_seed, normalize, test_fraction,
                                 test_shards, split_seed, split_name, n_features, binary, dtype,
                                 compression, command)
@@ -246,11 +246,11 @@ def _count(source, counts, piece, c, n_shards, layout, normalize, test_fraction,
            name):
     """The count pass: count this rank's rows (their lengths into the piece's
     ``lens`` field) and, if the counts of every rank predict a good input,
-    allocate the shards and return the _InPlace writer of this rank's rows
-    (decided as the full parse will decide); else None (the parse finds the
-    error). Collective."""
+    allocate the shards. Returns (the _InPlace writer of this rank's rows,
+    decided as the full parse will decide, or None: the parse finds the
+    error; every rank's ``_fields`` as counted). Collective."""
     stats = libsvm.ParseStats()
-    ok = True
+    ok, err = True, None
     try:
         with open(f"{piece}.lens", "wb") as f:
             for lens, st, ok in counts:
@@ -258,9 +258,16 @@ def _count(source, counts, piece, c, n_shards, layout, normalize, test_fraction,
                 lens.tofile(f)
     except MpisgdError:  # e.g. an unreadable input: the parse reports it
         ok = False
-    every = c.allgather((None if ok else ("count", 0, ""),) + _fields(stats))
-    if any(e[0] for e in every):
-        return None
+    except OSError as exc:  # e.g. a full disk
+        err = str(write_error(f"{piece}.lens", exc))
+    reports = c.allgather((err, ok) + _fields(stats))
+    errors = [r[0] for r in reports if r[0]]
+    if errors:
+        raise MpisgdError(errors[0])
+    every = [(None,) + r[2:] for r in reports]  # as the parse reports them
+    counted = [e[1:] for e in every]
+    if not all(r[1] for r in reports):
+        return None, counted
     total = _total(every)
     try:
         shift, zero_based, nf, _, mapping = _decide(source, n_features, binary, total)
@@ -268,13 +275,11 @@ def _count(source, counts, piece, c, n_shards, layout, normalize, test_fraction,
         splits, j0 = _splits(c, source.path, every, row0, n_shards, test_fraction, test_shards,
                              split_seed, split_name)
     except MpisgdError:
-        return None
+        return None, counted
     attrs = _attrs(source.path, mapping, command, zero_based, normalize, None, layout,
                    test_fraction, split_seed)
-    writer = _InPlace(c, piece, row0, j0, splits, shift, mapping, layout, test_fraction,
-                      split_seed, out_dir, name, nf, dtype, compression, attrs)
-    writer.counted = [e[1:] for e in every]
-    return writer
+    return _InPlace(c, piece, row0, j0, splits, shift, mapping, layout, test_fraction,
+                    split_seed, out_dir, name, nf, dtype, compression, attrs), counted
 
 
 def _fields(stats):
@@ -356,17 +361,17 @@ def _attrs(path, mapping, command, zero_based, normalize, shuffle_seed, layout, 
     }
 
 
-def _parse_and_write(source, out_dir, name, c, say, start, stop, piece, counts, writer, n_shards,
+def _parse_and_write(source, out_dir, name, c, say, start, stop, piece, counted, writer, n_shards,
                      layout, shuffle_seed, normalize, test_fraction, test_shards, split_seed,
                      split_name, n_features, binary, dtype, compression, command):
     path = source.path
     # The parse: check everything; the rows go to the shards (``writer``), or to
-    # the binary piece (input not counted), or nowhere (counted, but bad).
+    # the binary piece (input not counted), or nowhere (counted, predicted bad).
     stats = libsvm.ParseStats()
     err = None
     try:
         _parse(source, start, stop, normalize, stats, writer,
-               piece if counts is None else None)
+               piece if counted is None else None)
     except libsvm.ParseError as exc:
         err = ("line", exc.line, exc.what)
     except MpisgdError as exc:
@@ -384,8 +389,10 @@ def _parse_and_write(source, out_dir, name, c, say, start, stop, piece, counts, 
     row0 = sum(e[2] for e in every[: c.rank])
     splits, j0 = _splits(c, path, every, row0, n_shards, test_fraction, test_shards, split_seed,
                          split_name)
-    if counts is not None and (writer is None or
-                               [e[1:9] for e in every] != [e[:8] for e in writer.counted]):
+    # A good input that the count predicted bad, or counted otherwise (lines,
+    # rows, nnz, index range, first lines of max_raw, -1, 0): a bug, not the input's.
+    if counted is not None and (writer is None or
+                                [e[1:9] for e in every] != [e[:8] for e in counted]):
         raise RuntimeError(f"prep: the count and the parse of {path} disagree")
     say(f"prep: {path} ({type(source).__name__[:-6].lower()}"
         f"{', ' + source.compression if source.compression else ''}): {total.rows} rows, "
@@ -468,9 +475,12 @@ def _parse(source, start, stop, normalize, stats, writer, piece):
                 _l2_normalize(indptr, data)
             if writer is not None:
                 writer.write(indptr, indices, data, y)
-            for (field, dt), arr in zip(PARSED, (np.diff(indptr), indices, data, y)):
-                if files:
-                    np.asarray(arr, dt).tofile(files[field])
+            if files:
+                try:
+                    for (field, dt), arr in zip(PARSED, (np.diff(indptr), indices, data, y)):
+                        files[field].write(np.ascontiguousarray(arr, dt).data)  # ENOSPC named
+                except OSError as exc:  # e.g. a full disk
+                    raise write_error(piece, exc) from None
     finally:
         for f in files.values():
             f.close()
