@@ -586,13 +586,20 @@ class _InPlace:
         self.writers, self.parts = {}, {}
         self.router = _Router(splits, layout, None, test_fraction, split_seed, row0, j0)
         self.first_key = np.cumsum([0] + [K for _, _, K in splits])  # key of (s, k): first_key[s] + k
+        err = None
         try:
             for s, k in self.jobs[lo:hi]:
                 self.writers[(s, k)] = _shard_writer(out_dir, name, splits[s], k, nf, dtype,
                                                      compression, self.total[(s, k)], attrs)
-            layouts = {}
-            for d in c.allgather({job: w.layout() for job, w in self.writers.items()}):
+        except MpisgdError as exc:  # e.g. a full disk: every rank learns of it below
+            err = str(exc)
+        try:
+            layouts, errors = {}, []
+            for e, d in c.allgather((err, {job: w.layout() for job, w in self.writers.items()})):
                 layouts.update(d)
+                errors += [e] if e else []
+            if errors:
+                raise MpisgdError(errors[0])
             self.parts = {job: ShardPart(layouts[job], *before[job]) for job in self.jobs
                           if self.mine[job][0]}
         except BaseException:
