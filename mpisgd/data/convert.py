@@ -255,7 +255,7 @@ def _count(source, counts, piece, c, n_shards, layout, normalize, test_fraction,
         with open(f"{piece}.lens", "wb") as f:
             for lens, st, ok in counts:
                 stats.merge(st)
-                lens.tofile(f)
+                f.write(lens.data)  # a full disk: ENOSPC, named
     except MpisgdError:  # e.g. an unreadable input: the parse reports it
         ok = False
     except OSError as exc:  # e.g. a full disk
