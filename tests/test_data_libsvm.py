@@ -74,7 +74,10 @@ def test_float_parsing_is_correctly_rounded(tmp_path):
     vals = np.concatenate([rng.standard_normal(400) * 10.0 ** rng.integers(-30, 30, 400),
                            [5e-324, 1.7976931348623157e308, 0.1, 1e22, 1e23, 123456789012345678]])
     toks = [repr(float(v)) for v in vals] + ["1.", ".5", "-0.0", "+2e+2", "0.000000000000000000001",
-                                            "123456789012345678901234567890", "3.14159265358979323846"]
+                                            "123456789012345678901234567890", "3.14159265358979323846",
+                                            # the fast path's edges: 18 and 19 digits, 3 and 4 exponent digits
+                                            "123456789.012345678", "1234567890.12345678", "9007199254740993",
+                                            "1e022", "1E-022", "1e0022", "0.25e-0005", "000000000000000000001.5"]
     text = "".join(f"1 1:{t}\n" for t in toks)
     p = tmp_path / "f.svm"
     p.write_text(text)
@@ -156,6 +159,42 @@ def test_writer_round_trip(tmp_path):
     X2, y2 = libsvm.load_svmlight(p, n_features=40)
     np.testing.assert_array_equal(y2, y)
     np.testing.assert_allclose(X2.toarray(), X.toarray(), rtol=6e-7)  # 7 significant digits
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+@pytest.mark.parametrize("mode", [("auto", None), ("auto", 60), (False, 60), (True, None)])
+def test_counting_finds_what_the_parse_finds(tmp_path, crlf, mode):
+    """iter_counted (values not read) against iter_parsed: the same row
+    lengths and stats chunk by chunk, on good text with comments, qids, blank
+    lines, unsorted rows and a line longer than a chunk."""
+    text = _random_text(np.random.default_rng(4), rows=400, crlf=crlf)
+    text = text.replace("-1.0 ", "0 ", 3)  # labels 0 too: their first line is recorded
+    text += "1 " + " ".join(f"{i}:{i / 7}" for i in range(1, 61)) + "\n"  # raw index 60 (n_features)
+    p = tmp_path / "a.svm"
+    p.write_text(text, newline="")
+    for start, stop in ((0, None), (1000, 9000)):
+        parsed = list(libsvm.iter_parsed(str(p), *mode, start, stop, binary=True, chunk_bytes=512))
+        counted = list(libsvm.iter_counted(str(p), *mode, start, stop, binary=True, chunk_bytes=512))
+        assert len(parsed) == len(counted) > 2
+        for (indptr, *_, ps), (lens, cs, ok) in zip(parsed, counted):
+            assert ok
+            np.testing.assert_array_equal(lens, np.diff(indptr))
+            assert [getattr(cs, k) for k in vars(cs) if k not in ("sorted_rows", "qids")] == \
+                [getattr(ps, k) for k in vars(ps) if k not in ("sorted_rows", "qids")]
+
+
+@pytest.mark.parametrize("body,stops", [
+    ("one 3:1\n", True), ("2 3:1\n", True), ("1 x:1\n", True), ("1 3\n", True),
+    ("1 -2:1\n", True), ("1 0:1\n", True), ("1 99:1\n", True),
+    ("1 3:abc\n", False), ("1 3:nan\n", False), ("1 3:1 3:2\n", False),  # values and repeats: the parse's
+])
+def test_counting_stops_at_a_label_or_index_the_parser_rejects(tmp_path, body, stops):
+    p = tmp_path / "bad.svm"
+    p.write_text("1 1:1\n\n-1 2:1 # fine\n" + body + "1 4:1\n")
+    (lens, stats, ok), = libsvm.iter_counted(str(p), False, 60, binary=True)
+    assert ok is not stops
+    assert stats.rows == (2 if stops else 4)
+    assert lens.tolist() == [1, 1, body.count(":"), 1][: stats.rows]
 
 
 BAD = [

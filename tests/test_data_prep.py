@@ -185,6 +185,70 @@ def test_the_input_is_parsed_once(tmp_path):
     assert sum(len(v) for v in ys) == len(y)
 
 
+def _small_chunks(source, chunk_bytes=2048):
+    """The source read in chunks of ``chunk_bytes``: many blocks of rows."""
+    from mpisgd.data import libsvm
+
+    args = (source.path, source.zero_based, source.n_features)
+    source.chunks = lambda start=0, stop=None: libsvm.iter_parsed(
+        *args, start, stop, source.binary, chunk_bytes=chunk_bytes)
+    source.counts = lambda start=0, stop=None: libsvm.iter_counted(
+        *args, start, stop, source.binary, chunk_bytes=chunk_bytes)
+    return source
+
+
+def test_plain_text_goes_into_the_shards_as_parsed(tmp_path):
+    """Plain LIBSVM text without a shuffle: counted first, then each parsed
+    block written into the shards at once (no binary piece of the rows), the
+    same shards as the piece's way (gzip input)."""
+    from mpisgd.data.convert import convert
+    from mpisgd.data.sources import open_source
+
+    p, X, y = _input(tmp_path, rows=2000)
+    source = _small_chunks(open_source(str(p), "libsvm", "auto", None, True))
+    out = tmp_path / "out"
+    seen = []
+    chunks = source.chunks
+
+    def spy(*a):
+        for chunk in chunks(*a):
+            yield chunk
+            seen.append((_files(out / ".in.prep-tmp"), [n for n in _files(out) if ".h5." in n]))
+
+    source.chunks = spy
+    convert(source, str(out), "in", n_shards=3, test_fraction=0.2, test_shards=2, log=lambda s: 0)
+    assert len(seen) > 10
+    assert all(tmp == ["parsed.000000.lens"] and len(shards) == 5 for tmp, shards in seen)
+    with gzip.open(tmp_path / "in.svm.gz", "wb") as f:
+        f.write(p.read_bytes())
+    convert(open_source(str(tmp_path / "in.svm.gz")), str(tmp_path / "gz"), "in", n_shards=3,
+            test_fraction=0.2, test_shards=2, log=lambda s: 0)
+    names = [n for n in _files(out) if n.endswith(".h5")]
+    assert len(names) == 5 and names == [n for n in _files(tmp_path / "gz") if n.endswith(".h5")]
+    for n in names:
+        a, b = _read([out / n]), _read([tmp_path / "gz" / n])
+        assert (a[0][0] != b[0][0]).nnz == 0 and np.array_equal(a[1][0], b[1][0])
+
+
+@pytest.mark.parametrize("bad,message", [("2:x", "non-numeric feature value"),
+                                         ("2:1 2:1", "duplicate feature index"),
+                                         ("x:1", "non-numeric feature index")])
+def test_a_bad_line_after_rows_were_written_leaves_nothing(tmp_path, bad, message):
+    from mpisgd.data.convert import convert
+    from mpisgd.data.sources import open_source
+    from mpisgd.errors import MpisgdError
+
+    p, X, y = _input(tmp_path, rows=2000)
+    lines = p.read_text().split("\n")
+    lines[1900] = "1 " + bad
+    p.write_text("\n".join(lines))
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(MpisgdError, match=rf"in\.svm:1901: {message}"):
+        convert(_small_chunks(open_source(str(p))), str(out), "in", n_shards=2, log=lambda s: 0)
+    assert _files(out) == []
+
+
 @pytest.mark.parametrize("opener,ext", [(gzip.open, ".gz"), (bz2.open, ".bz2")])
 def test_truncated_compressed_input(tmp_path, capsys, opener, ext):
     p, _, _ = _input(tmp_path, rows=3000)

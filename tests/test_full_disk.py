@@ -109,3 +109,21 @@ def test_shard_on_a_full_disk_is_not_written(disk, compression):
         write_shard(path, X, y, compression=compression)
     assert not os.path.exists(path)
     assert os.listdir(disk) == []
+
+
+@pytest.mark.parametrize("shuffle_seed", [None, 3])  # written as parsed, and from the binary pieces
+def test_prep_on_a_full_disk_leaves_nothing(disk, tmp_path, shuffle_seed):
+    from mpisgd.data.convert import convert
+    from mpisgd.data.libsvm import write_svmlight
+    from mpisgd.data.sources import open_source
+
+    rng = np.random.default_rng(0)
+    X = sp.random(20_000, 100, density=0.05, format="csr", random_state=1)
+    X.data = rng.standard_normal(X.nnz)
+    text = str(tmp_path / "in.svm")
+    write_svmlight(text, X, np.where(rng.random(20_000) < 0.5, -1.0, 1.0))
+    out = os.path.join(disk, "out")
+    with pytest.raises(MpisgdError, match="No space left on device"):
+        convert(open_source(text), out, "in", n_shards=2, shuffle_seed=shuffle_seed,
+                log=lambda *a: None)
+    assert os.listdir(disk) == []

@@ -1,29 +1,42 @@
 """Convert a source into K shards (the work of ``mpisgd prep``), serial or MPI.
 
-The text is parsed once, each rank over its own part (``block_range`` of the
-source's size; text parts cut at line starts):
+Each rank takes its own part of the source (``block_range`` of its size; text
+parts cut at line starts). Plain LIBSVM text without a shuffle goes in one
+parse:
 
-1. Parse and check everything, writing each rank's rows as parsed (raw
-   indices, labels as written, normalized if asked) to a binary piece of a
-   hidden temporary directory, so that no shard is written before the input
-   is known to be good; reduce the counts, the index range and the label
-   classes; decide the index base, n_features and the label mapping.
-2. Route every row: global row i goes to the test split iff hash(seed, i)
-   < test_fraction; its position j within its split, shuffled (if asked) by a
-   seeded bijection p = π(j) of [0, M), goes to shard p mod K at p div K
-   (round-robin) or to the contiguous block holding p. Without a shuffle, a
-   rank's rows of a shard are a contiguous range of it: the ranks announce
-   their rows and non-zeros per shard (from their pieces' row lengths), each
-   shard's owner allocates its datasets, and every rank reads its own piece
-   and writes its rows in place into every shard (``ShardPart``), so each
-   byte of a shard is written once, by the rank that parsed it. With a
-   shuffle, each shard's owner reads every piece and writes the shard ordered
-   by position.
+1. Count: each rank counts its rows and their non-zeros (reading labels and
+   indices, not the values: ``libsvm.iter_counted``), keeping the row lengths
+   in a hidden temporary directory; the ranks reduce the counts, the index
+   range and the label classes, and decide from them what the parse will
+   decide (index base, n_features, label mapping, split sizes). If the counts
+   predict a good input, the ranks announce their rows and non-zeros per
+   shard, each shard's owner allocates its datasets, and every rank opens its
+   parts of every shard (``_InPlace``, ``ShardPart``).
+2. Parse and check everything, each block of rows going straight to its place
+   in the shards as parsed: routed (below), grouped by shard, written by the
+   rank that parsed it, each byte once. The parse then decides for real; a
+   bad line anywhere (or a count that the parse contradicts) aborts every
+   shard, which were written under temporary names.
+
+Other inputs (compressed or VW text, .npz, where counting would cost a second
+decompression or parse) and shuffled conversions parse first, writing each
+rank's rows as parsed to a binary piece in the temporary directory, so that no
+shard is written before the input is known to be good; then the shards are
+written from the pieces: in place from each rank's own piece as above, or,
+with a shuffle, by each shard's owner reading every piece and writing the
+shard ordered by position.
+
+Routing: global row i goes to the test split iff hash(seed, i) <
+test_fraction; its position j within its split, shuffled (if asked) by a
+seeded bijection p = π(j) of [0, M), goes to shard p mod K at p div K
+(round-robin) or to the contiguous block holding p. Without a shuffle, a
+rank's rows of a shard are a contiguous range of it.
 
 Every row's destination depends only on its global index, so the shards
-hold the same rows in the same order for any number of ranks. On any error
-the temporary directory goes (and the output directory, if prep made it).
-Memory: one text chunk per rank, plus one shard when shuffling.
+hold the same rows in the same order for any number of ranks and either way
+of writing them. On any error the temporary directory goes (and the output
+directory, if prep made it). Memory: one text chunk per rank, plus one shard
+when shuffling.
 """
 
 import json
@@ -34,7 +47,7 @@ import shutil
 import numpy as np
 from numba import njit
 
-from mpisgd.atomic import atomic_path
+from mpisgd.atomic import atomic_path, write_error
 from mpisgd.data import libsvm
 from mpisgd.data.partition import block_range
 from mpisgd.data.shard import DEFAULT_COMPRESSION, ShardPart, ShardWriter
@@ -210,27 +223,75 @@ def convert(source, out_dir, name, n_shards=1, layout="round-robin", shuffle_see
 def _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout, shuffle_seed,
              normalize, test_fraction, test_shards, split_seed, split_name, n_features, binary,
              dtype, compression, command):
-    path = source.path
-    # Pass 1: parse and check, keeping the rows; every rank reports its counts or its first error.
-    parsed = os.path.join(tmp, f"parsed.{c.rank:06d}")
-    stats = libsvm.ParseStats()
-    err = None
+    piece = os.path.join(tmp, f"parsed.{c.rank:06d}")  # this rank's binary piece (its fields' prefix)
+    counts = source.counts(start, stop) if shuffle_seed is None else None
+    writer = counted = None
+    if counts is not None:
+        writer, counted = _count(source, counts, piece, c, n_shards, layout, normalize,
+                                 test_fraction, test_shards, split_seed, split_name, n_features,
+                                 binary, dtype, compression, command, out_dir, name)
     try:
-        _parse(source, start, stop, parsed, normalize, stats)
-    except libsvm.ParseError as exc:
-        err = ("line", exc.line, exc.what)
-    except MpisgdError as exc:
-        err = ("other", 0, str(exc))
-    mine = (err, stats.lines, stats.rows, stats.nnz, stats.min_index, stats.max_index,
+        return _parse_and_write(source, out_dir, name, c, say, start, stop, piece, counted,
+                                writer, n_shards, layout, shuffle_seed, normalize, test_fraction,
+                                test_shards, split_seed, split_name, n_features, binary, dtype,
+                                compression, command)
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+
+
+def _count(source, counts, piece, c, n_shards, layout, normalize, test_fraction, test_shards,
+           split_seed, split_name, n_features, binary, dtype, compression, command, out_dir,
+           name):
+    """The count pass: count this rank's rows (their lengths into the piece's
+    ``lens`` field) and, if the counts of every rank predict a good input,
+    allocate the shards. Returns (the _InPlace writer of this rank's rows,
+    decided as the full parse will decide, or None: the parse finds the
+    error; every rank's ``_fields`` as counted). Collective."""
+    stats = libsvm.ParseStats()
+    ok, err = True, None
+    try:
+        with open(f"{piece}.lens", "wb") as f:
+            for lens, st, ok in counts:
+                stats.merge(st)
+                f.write(lens.data)  # a full disk: ENOSPC, named
+    except MpisgdError:  # e.g. an unreadable input: the parse reports it
+        ok = False
+    except OSError as exc:  # e.g. a full disk
+        err = str(write_error(f"{piece}.lens", exc))
+    reports = c.allgather((err, ok) + _fields(stats))
+    errors = [r[0] for r in reports if r[0]]
+    if errors:
+        raise MpisgdError(errors[0])
+    every = [(None,) + r[2:] for r in reports]  # as the parse reports them
+    counted = [e[1:] for e in every]
+    if not all(r[1] for r in reports):
+        return None, counted
+    total = _total(every)
+    try:
+        shift, zero_based, nf, _, mapping = _decide(source, n_features, binary, total)
+        row0 = sum(e[2] for e in every[: c.rank])
+        splits, j0 = _splits(c, source.path, every, row0, n_shards, test_fraction, test_shards,
+                             split_seed, split_name)
+    except MpisgdError:
+        return None, counted
+    attrs = _attrs(source.path, mapping, command, zero_based, normalize, None, layout,
+                   test_fraction, split_seed)
+    return _InPlace(c, piece, row0, j0, splits, shift, mapping, layout, test_fraction,
+                    split_seed, out_dir, name, nf, dtype, compression, attrs), counted
+
+
+def _fields(stats):
+    """What a rank reports of its part: lines, rows, nnz, index range, the first
+    lines of raw index max_raw and of labels -1 and 0, rows sorted, qids."""
+    return (stats.lines, stats.rows, stats.nnz, stats.min_index, stats.max_index,
             stats.eq_line, stats.first_neg, stats.first_zero, stats.sorted_rows, stats.qids)
-    every = c.allgather(mine)
+
+
+def _total(every):
+    """The ParseStats of the whole input from every rank's (error, *_fields)."""
     offsets = np.concatenate([[0], np.cumsum([e[1] for e in every])[:-1]]).tolist()
-    for e, off in zip(every, offsets):
-        if e[0] is not None:
-            kind, line, what = e[0]
-            if kind == "line":
-                raise MpisgdError(f"{path}:{off + line}: {what}")
-            raise MpisgdError(what)
     total = libsvm.ParseStats()
     total.lines = sum(e[1] for e in every)
     total.rows = sum(e[2] for e in every)
@@ -242,9 +303,15 @@ def _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout, 
     total.first_zero = _first_line([e[8] for e in every], offsets)
     total.sorted_rows = sum(e[9] for e in every)
     total.qids = sum(e[10] for e in every)
+    return total
+
+
+def _decide(source, n_features, binary, total):
+    """(shift, zero_based, n_features, why, label mapping) of the input, or
+    MpisgdError naming what is wrong with it as a whole."""
+    path = source.path
     if total.rows == 0:
         raise MpisgdError(f"{path}: no examples")
-
     shift, zero_based, nf, why = libsvm.resolve_base(path, source.zero_based, n_features, total)
     if getattr(source, "hash_bits", 0) and n_features is None:
         nf = 1 << source.hash_bits
@@ -260,6 +327,73 @@ def _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout, 
                 f"{total.first_zero})"
             )
         mapping = {"0": -1, "1": 1} if total.first_zero else {"-1": -1, "1": 1}
+    return shift, zero_based, nf, why, mapping
+
+
+def _splits(c, path, every, row0, n_shards, test_fraction, test_shards, split_seed, split_name):
+    """The splits [(name, rows, shards)] (the test split is a hash of the global
+    row index) and this rank's first position in each. Collective."""
+    rows = every[c.rank][2]
+    test_rows_mine = int(_test_mask(split_seed, row0, rows, test_fraction).sum()) \
+        if test_fraction > 0 else 0
+    tests = c.allgather(test_rows_mine)
+    n_test = sum(tests)
+    n_train = sum(e[2] for e in every) - n_test
+    splits = [("train" if test_fraction > 0 else split_name, n_train, n_shards)]
+    if test_fraction > 0:
+        splits.append(("test", n_test, test_shards))
+    for sname, m, k in splits:
+        if m < k:
+            raise MpisgdError(f"{path}: {m} {sname or ''} rows cannot fill {k} shards")
+    j0 = [row0 - sum(tests[: c.rank]), sum(tests[: c.rank])][: len(splits)]
+    return splits, j0
+
+
+def _attrs(path, mapping, command, zero_based, normalize, shuffle_seed, layout, test_fraction,
+           split_seed):
+    """The shards' provenance attributes."""
+    return {
+        "source": os.path.abspath(path), "label_mapping": mapping, "command": command,
+        "zero_based_input": bool(zero_based), "normalized": bool(normalize),
+        "shuffle_seed": -1 if shuffle_seed is None else int(shuffle_seed),
+        "layout": layout, "test_fraction": float(test_fraction),
+        "split_seed": int(split_seed),
+    }
+
+
+def _parse_and_write(source, out_dir, name, c, say, start, stop, piece, counted, writer, n_shards,
+                     layout, shuffle_seed, normalize, test_fraction, test_shards, split_seed,
+                     split_name, n_features, binary, dtype, compression, command):
+    path = source.path
+    # The parse: check everything; the rows go to the shards (``writer``), or to
+    # the binary piece (input not counted), or nowhere (counted, predicted bad).
+    stats = libsvm.ParseStats()
+    err = None
+    try:
+        _parse(source, start, stop, normalize, stats, writer,
+               piece if counted is None else None)
+    except libsvm.ParseError as exc:
+        err = ("line", exc.line, exc.what)
+    except MpisgdError as exc:
+        err = ("other", 0, str(exc))
+    every = c.allgather((err,) + _fields(stats))
+    offsets = np.concatenate([[0], np.cumsum([e[1] for e in every])[:-1]]).tolist()
+    for e, off in zip(every, offsets):
+        if e[0] is not None:
+            kind, line, what = e[0]
+            if kind == "line":
+                raise MpisgdError(f"{path}:{off + line}: {what}")
+            raise MpisgdError(what)
+    total = _total(every)
+    shift, zero_based, nf, why, mapping = _decide(source, n_features, binary, total)
+    row0 = sum(e[2] for e in every[: c.rank])
+    splits, j0 = _splits(c, path, every, row0, n_shards, test_fraction, test_shards, split_seed,
+                         split_name)
+    # A good input that the count predicted bad, or counted otherwise (lines,
+    # rows, nnz, index range, first lines of max_raw, -1, 0): a bug, not the input's.
+    if counted is not None and (writer is None or
+                                [e[1:9] for e in every] != [e[:8] for e in counted]):
+        raise RuntimeError(f"prep: the count and the parse of {path} disagree")
     say(f"prep: {path} ({type(source).__name__[:-6].lower()}"
         f"{', ' + source.compression if source.compression else ''}): {total.rows} rows, "
         f"{total.nnz} non-zeros, {nf} features; {why}")
@@ -270,37 +404,31 @@ def _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout, 
     if mapping.get("0") == -1:
         say("prep: labels {0, 1} mapped to {-1, +1}")
 
-    # Split sizes (the test split is a hash of the global row index).
-    row0 = sum(e[2] for e in every[: c.rank])
-    test_rows_mine = int(_test_mask(split_seed, row0, stats.rows, test_fraction).sum()) \
-        if test_fraction > 0 else 0
-    tests = c.allgather(test_rows_mine)
-    n_test = sum(tests)
-    n_train = total.rows - n_test
-    splits = [("train" if test_fraction > 0 else split_name, n_train, n_shards)]
-    if test_fraction > 0:
-        splits.append(("test", n_test, test_shards))
-    for s, (sname, m, k) in enumerate(splits):
-        if m < k:
-            raise MpisgdError(f"{path}: {m} {sname or ''} rows cannot fill {k} shards")
-
-    # Pass 2: each rank writes its share of the shards from every rank's piece.
-    jobs = [(s, k) for s in range(len(splits)) for k in range(splits[s][2])]
-    lo, hi = block_range(len(jobs), c.size, c.rank)
-    attrs = {
-        "source": os.path.abspath(path), "label_mapping": mapping, "command": command,
-        "zero_based_input": bool(zero_based), "normalized": bool(normalize),
-        "shuffle_seed": -1 if shuffle_seed is None else int(shuffle_seed),
-        "layout": layout, "test_fraction": float(test_fraction),
-        "split_seed": int(split_seed),
-    }
-    pieces = [os.path.join(tmp, f"parsed.{q:06d}") for q in range(c.size)]
-    if shuffle_seed is None:
-        j0 = [row0 - sum(tests[: c.rank]), sum(tests[: c.rank])][: len(splits)]
-        files = _write_in_place(c, pieces[c.rank], row0, j0, jobs, jobs[lo:hi], splits, shift,
-                                mapping, layout, test_fraction, split_seed, out_dir, name, nf,
-                                dtype, compression, attrs)
-    else:
+    attrs = _attrs(path, mapping, command, zero_based, normalize, shuffle_seed, layout,
+                   test_fraction, split_seed)
+    if writer is not None:  # the rows are written: publish the shards
+        files = writer.close()
+    elif shuffle_seed is None:  # each rank writes its piece's rows in place
+        from_piece = _InPlace(c, piece, row0, j0, splits, shift, mapping, layout, test_fraction,
+                              split_seed, out_dir, name, nf, dtype, compression, attrs)
+        try:
+            err = None
+            try:
+                for block in _read_parsed(piece):
+                    from_piece.write(*block)
+            except MpisgdError as exc:  # e.g. a full disk: every rank learns of it below
+                err = str(exc)
+            errors = [e for e in c.allgather(err) if e]
+            if errors:
+                raise MpisgdError(errors[0])
+            files = from_piece.close()
+        except BaseException:
+            from_piece.abort()
+            raise
+    else:  # each shard's owner reads every piece
+        jobs = [(s, k) for s in range(len(splits)) for k in range(splits[s][2])]
+        lo, hi = block_range(len(jobs), c.size, c.rank)
+        pieces = [os.path.join(os.path.dirname(piece), f"parsed.{q:06d}") for q in range(c.size)]
         files = _write_shuffled(pieces, jobs[lo:hi], splits, shift, mapping, shuffle_seed,
                                 layout, test_fraction, split_seed, out_dir, name, nf, dtype,
                                 compression, attrs)
@@ -336,16 +464,23 @@ def _destinations(js, m, K, layout, shuffle_seed):
     return k, p - (m * k) // K
 
 
-def _parse(source, start, stop, parsed, normalize, stats):
-    """Pass 1: parse the range once into ``stats`` and the binary piece ``parsed.*``."""
-    files = {field: open(f"{parsed}.{field}", "wb") for field, _ in PARSED}
+def _parse(source, start, stop, normalize, stats, writer, piece):
+    """Parse the range once into ``stats``, handing the rows (normalized if
+    asked) to ``writer`` and/or the binary piece ``piece.*`` (if not None)."""
+    files = {field: open(f"{piece}.{field}", "wb") for field, _ in PARSED} if piece else {}
     try:
         for indptr, indices, data, y, st in source.chunks(start, stop):
             stats.merge(st)
             if normalize:
                 _l2_normalize(indptr, data)
-            for (field, dt), arr in zip(PARSED, (np.diff(indptr), indices, data, y)):
-                np.asarray(arr, dt).tofile(files[field])
+            if writer is not None:
+                writer.write(indptr, indices, data, y)
+            if files:
+                try:
+                    for (field, dt), arr in zip(PARSED, (np.diff(indptr), indices, data, y)):
+                        files[field].write(np.ascontiguousarray(arr, dt).data)  # ENOSPC named
+                except OSError as exc:  # e.g. a full disk
+                    raise write_error(piece, exc) from None
     finally:
         for f in files.values():
             f.close()
@@ -427,67 +562,94 @@ def _shard_writer(out_dir, name, split, k, nf, dtype, compression, size, attrs):
                        split=sname or "", **attrs)
 
 
-def _write_in_place(c, piece, row0, j0, jobs, my_jobs, splits, shift, mapping, layout,
-                    test_fraction, split_seed, out_dir, name, nf, dtype, compression, attrs):
-    """Pass 2 without a shuffle: a rank's rows of each shard are a contiguous
-    range of it, so every rank writes its own rows (its piece only, from global
-    row ``row0``, split positions ``j0``) in place into every shard, whose
-    datasets the shard's owner (``my_jobs``) has allocated with the sizes the
-    ranks announced; each byte is written once. Returns {(split, shard): path}."""
-    mine = _shard_sizes([piece], jobs, _Router(splits, layout, None, test_fraction,
-                                                split_seed, row0, j0))
-    every = c.allgather(mine)
-    before = {job: (sum(e[job][0] for e in every[: c.rank]),
-                    sum(e[job][1] for e in every[: c.rank])) for job in jobs}
-    total = {job: (sum(e[job][0] for e in every), sum(e[job][1] for e in every))
-             for job in jobs}
-    writers, parts = {}, {}
-    try:
-        for s, k in my_jobs:
-            writers[(s, k)] = _shard_writer(out_dir, name, splits[s], k, nf, dtype, compression, total[(s, k)], attrs)
-        layouts = {}
-        for d in c.allgather({job: w.layout() for job, w in writers.items()}):
-            layouts.update(d)
+class _InPlace:
+    """Writing without a shuffle: a rank's rows of each shard are a contiguous
+    range of it, so every rank writes its own rows (handed to ``write`` in
+    order, from global row ``row0``, split positions ``j0``) in place into
+    every shard, whose datasets the shard's owner has allocated with the sizes
+    the ranks announced (from the row lengths ``piece.lens``); each byte is
+    written once. The constructor and ``close`` are collective."""
+
+    def __init__(self, c, piece, row0, j0, splits, shift, mapping, layout, test_fraction,
+                 split_seed, out_dir, name, nf, dtype, compression, attrs):
+        self.c, self.splits, self.shift, self.mapping = c, splits, shift, mapping
+        self.layout = layout
+        self.jobs = [(s, k) for s in range(len(splits)) for k in range(splits[s][2])]
+        lo, hi = block_range(len(self.jobs), c.size, c.rank)
+        self.mine = _shard_sizes([piece], self.jobs, _Router(splits, layout, None, test_fraction,
+                                                              split_seed, row0, j0))
+        every = c.allgather(self.mine)
+        before = {job: (sum(e[job][0] for e in every[: c.rank]),
+                        sum(e[job][1] for e in every[: c.rank])) for job in self.jobs}
+        self.total = {job: (sum(e[job][0] for e in every), sum(e[job][1] for e in every))
+                      for job in self.jobs}
+        self.writers, self.parts = {}, {}
+        self.router = _Router(splits, layout, None, test_fraction, split_seed, row0, j0)
+        self.first_key = np.cumsum([0] + [K for _, _, K in splits])  # key of (s, k): first_key[s] + k
         err = None
         try:
-            router = _Router(splits, layout, None, test_fraction, split_seed, row0, j0)
-            parts = {job: ShardPart(layouts[job], *before[job]) for job in jobs if mine[job][0]}
-            first_key = np.cumsum([0] + [K for _, _, K in splits])  # key of job (s, k): first_key[s] + k
-            for indptr, indices, data, y in _read_parsed(piece):
-                split, shard, pos = router.route(len(y))
-                ip, ix, d, yw, order, rows, ents = _group(
-                    indptr, indices, data, y, first_key[split] + shard, len(jobs), shift)
-                yw = _labels_as_written(yw, mapping)
-                for job, part in parts.items():
-                    key = first_key[job[0]] + job[1]
-                    q0, q1 = rows[key], rows[key + 1]
-                    if q0 == q1:
-                        continue
-                    expect = part.row0 + part.n_rows
-                    if pos[order[q0]] != expect or pos[order[q1 - 1]] != expect + q1 - q0 - 1:
-                        raise RuntimeError(f"prep: shard {part.path} rows out of order")
-                    part.append(ip[q0 : q1 + 1], ix[ents[key] : ents[key + 1]],
-                                d[ents[key] : ents[key + 1]], yw[q0:q1])
+            for s, k in self.jobs[lo:hi]:
+                self.writers[(s, k)] = _shard_writer(out_dir, name, splits[s], k, nf, dtype,
+                                                     compression, self.total[(s, k)], attrs)
         except MpisgdError as exc:  # e.g. a full disk: every rank learns of it below
             err = str(exc)
-        finally:
-            for part in parts.values():
-                part.close()
-        errors = [e for e in c.allgather(err) if e]  # every part is written (or failed)
-        if errors:
-            raise MpisgdError(errors[0])
+        try:
+            layouts, errors = {}, []
+            for e, d in c.allgather((err, {job: w.layout() for job, w in self.writers.items()})):
+                layouts.update(d)
+                errors += [e] if e else []
+            if errors:
+                raise MpisgdError(errors[0])
+            self.parts = {job: ShardPart(layouts[job], *before[job]) for job in self.jobs
+                          if self.mine[job][0]}
+        except BaseException:
+            self.abort()
+            raise
+
+    def write(self, indptr, indices, data, y):
+        """Write the next rows of this rank (raw indices, labels as parsed)."""
+        split, shard, pos = self.router.route(len(y))
+        ip, ix, d, yw, order, rows, ents = _group(
+            indptr, indices, data, y, self.first_key[split] + shard, len(self.jobs), self.shift)
+        yw = _labels_as_written(yw, self.mapping)
+        for job, part in self.parts.items():
+            key = self.first_key[job[0]] + job[1]
+            q0, q1 = rows[key], rows[key + 1]
+            if q0 == q1:
+                continue
+            expect = part.row0 + part.n_rows
+            if pos[order[q0]] != expect or pos[order[q1 - 1]] != expect + q1 - q0 - 1:
+                raise RuntimeError(f"prep: shard {part.path} rows out of order")
+            part.append(ip[q0 : q1 + 1], ix[ents[key] : ents[key + 1]],
+                        d[ents[key] : ents[key + 1]], yw[q0:q1])
+
+    def close(self):
+        """Publish the shards once every rank has written its rows (each part
+        as announced); returns {(split, shard): path}."""
+        short = []
+        for job, part in self.parts.items():
+            part.close()
+            if [part.n_rows, part.nnz] != self.mine[job]:
+                short.append(part.path)
+        short = [p for s in self.c.allgather(short) for p in s]  # every part is written
+        if short:
+            raise RuntimeError(f"prep: shard {short[0]}: fewer rows written than announced")
         files = {}
-        for job, w in writers.items():
-            n_rows = _shard_rows(splits[job[0]][1], splits[job[0]][2], job[1], layout)
-            if total[job][0] != n_rows:
-                raise RuntimeError(f"prep: shard {w.path} has {total[job][0]} rows, "
+        for job, w in self.writers.items():
+            n_rows = _shard_rows(self.splits[job[0]][1], self.splits[job[0]][2], job[1],
+                                 self.layout)
+            if self.total[job][0] != n_rows:
+                raise RuntimeError(f"prep: shard {w.path} has {self.total[job][0]} rows, "
                                    f"expected {n_rows}")
-            files[job] = w.close(written=total[job], n_rows_split=splits[job[0]][1])
+            files[job] = w.close(written=self.total[job], n_rows_split=self.splits[job[0]][1])
         return files
-    except BaseException:
-        for w in writers.values():
+
+    def abort(self):
+        """Drop this rank's parts and the shards it owns."""
+        for part in self.parts.values():
+            part.close()
+        for w in self.writers.values():
             w.abort()
-        raise
 
 
 def _write_shuffled(pieces, jobs, splits, shift, mapping, shuffle_seed, layout, test_fraction,

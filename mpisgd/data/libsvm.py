@@ -80,6 +80,42 @@ def _parse_number(buf, i, n, pow10):
     if i < n and (buf[i] == 45 or buf[i] == 43):  # '-' '+'
         neg = buf[i] == 45
         i += 1
+    # Fast path: at most 18 digits in all (mant exact in int64), exponent of
+    # at most 3 digits, within Clinger's range; else the careful path below.
+    j = i
+    mant = 0
+    while j < n and 48 <= buf[j] <= 57:
+        mant = mant * 10 + (buf[j] - 48)
+        j += 1
+    nd = j - i
+    exp10 = 0
+    if j < n and buf[j] == 46:  # '.'
+        j += 1
+        f = j
+        while j < n and 48 <= buf[j] <= 57:
+            mant = mant * 10 + (buf[j] - 48)
+            j += 1
+        exp10 = f - j
+        nd += j - f
+    if 0 < nd <= 18:
+        if j < n and (buf[j] == 101 or buf[j] == 69):  # 'e' 'E'
+            j += 1
+            eneg = False
+            if j < n and (buf[j] == 45 or buf[j] == 43):
+                eneg = buf[j] == 45
+                j += 1
+            e = 0
+            k = j
+            while j < n and 48 <= buf[j] <= 57 and j - k < 3:
+                e = e * 10 + (buf[j] - 48)
+                j += 1
+            exp10 += -e if eneg else e
+            if j == k:
+                exp10 = 99  # no exponent digits: the careful path reports it
+        if (j >= n or _is_end(buf[j])) and mant < _TWO53 and -22 <= exp10 <= 22:
+            v = float(mant)
+            v = v * pow10[exp10] if exp10 >= 0 else v / pow10[-exp10]
+            return (-v if neg else v), j, 0
     mant = 0
     digits = 0  # significant digits kept in mant (at most 18: fits int64)
     dropped = 0  # integer digits beyond those (exponent adjustment)
@@ -330,6 +366,84 @@ def parse_chunk(buf, n, index_base, max_raw, binary, indptr, indices, data, labe
     stats[S_MAX] = mx
 
 
+@njit(cache=True)
+def count_chunk(buf, n, index_base, max_raw, binary, lens, stats, pow10):
+    """Count the rows of ``buf[:n]`` as ``parse_chunk`` finds them in a good
+    file, without parsing the values: each row's non-zeros into ``lens``
+    (capacity: rows), and the stats a parse records (rows, nnz, lines,
+    raw index range, the first lines of raw index max_raw and of labels -1
+    and 0). Labels and indices are read as ``parse_chunk`` reads them; at the
+    first label or index it would reject, counting stops with S_ERR set (a
+    value, a duplicate index or the sorting of a row is not looked at)."""
+    i = 0
+    row = 0
+    nnz = 0
+    line = 0
+    mn = np.int64(1) << 62
+    mx = np.int64(-1)
+    while i < n:
+        line += 1
+        while i < n and _is_space(buf[i]):
+            i += 1
+        if i >= n or buf[i] == 10 or buf[i] == 35:  # blank or comment line
+            while i < n and buf[i] != 10:
+                i += 1
+            i += 1
+            continue
+        y, i, code = _parse_number(buf, i, n, pow10)
+        if code != 0 or (binary and y != -1.0 and y != 0.0 and y != 1.0):
+            stats[S_ERR] = E_LABEL
+            break
+        if binary and y == -1.0 and stats[S_FIRST_NEG] == 0:
+            stats[S_FIRST_NEG] = line
+        if binary and y == 0.0 and stats[S_FIRST_ZERO] == 0:
+            stats[S_FIRST_ZERO] = line
+        k = 0
+        while True:
+            while i < n and _is_space(buf[i]):
+                i += 1
+            if i >= n or buf[i] == 10 or buf[i] == 35:
+                break
+            if (i + 3 < n and buf[i] == 113 and buf[i + 1] == 105 and buf[i + 2] == 100
+                    and buf[i + 3] == 58):  # qid:N
+                i += 4
+                while i < n and not _is_end(buf[i]):
+                    i += 1
+                continue
+            idx = np.int64(0)
+            nd = 0
+            while i < n and 48 <= buf[i] <= 57:
+                if idx < (np.int64(1) << 40):
+                    idx = idx * 10 + (buf[i] - 48)
+                nd += 1
+                i += 1
+            if (nd == 0 or i >= n or buf[i] != 58 or (index_base == 1 and idx == 0)
+                    or (max_raw >= 0 and idx > max_raw)
+                    or idx > 2147483647 + (index_base == 1)):
+                stats[S_ERR] = E_INDEX
+                break
+            if index_base == -1 and idx == max_raw and stats[S_EQ_LINE] == 0:
+                stats[S_EQ_LINE] = line
+            mn = min(mn, idx)
+            mx = max(mx, idx)
+            while i < n and not _is_end(buf[i]):  # the value, unread
+                i += 1
+            k += 1
+        if stats[S_ERR] != 0:
+            break
+        lens[row] = k
+        row += 1
+        nnz += k
+        while i < n and buf[i] != 10:  # a comment to the end of the line
+            i += 1
+        i += 1
+    stats[S_ROWS] = row
+    stats[S_NNZ] = nnz
+    stats[S_LINES] = line
+    stats[S_MIN] = mn
+    stats[S_MAX] = mx
+
+
 class ParseError(MpisgdError):
     """A bad line: ``path:line: what``. ``line`` counts from the start of the
     parsed range (the file, unless a parallel parse shifts it)."""
@@ -441,6 +555,29 @@ def iter_parsed(path, zero_based="auto", n_features=None, start=0, stop=None,
             r0 += r
             z0 += z
         yield indptr[: r + 1], indices[:z], data[:z], y[:r], stats
+
+
+def iter_counted(path, zero_based="auto", n_features=None, start=0, stop=None, binary=False,
+                 chunk_bytes=textio.CHUNK_BYTES):
+    """Count the rows of ``[start, stop)`` of a plain text file with
+    ``count_chunk``: yields ``(lens, stats, ok)`` per chunk: each row's
+    non-zeros, the ParseStats a parse of a good file finds, and whether the
+    chunk was counted to its end (not: it holds a label or an index the parser
+    rejects, and is the last one yielded)."""
+    base = _base_code(zero_based)
+    max_raw = _max_raw(n_features, base)
+    for buf, n in textio.iter_line_chunks(path, start, stop, chunk_bytes):
+        lens = np.empty(n // 2 + 1, np.int64)  # a row takes 2 bytes or more, but the last
+        st = np.zeros(N_STATS, np.int64)
+        count_chunk(buf, n, base, max_raw, binary, lens, st, _POW10)
+        stats = ParseStats()
+        stats.rows, stats.nnz, stats.lines = int(st[S_ROWS]), int(st[S_NNZ]), int(st[S_LINES])
+        stats.min_index, stats.max_index = int(st[S_MIN]), int(st[S_MAX])
+        stats.eq_line = int(st[S_EQ_LINE])
+        stats.first_neg, stats.first_zero = int(st[S_FIRST_NEG]), int(st[S_FIRST_ZERO])
+        yield lens[: stats.rows], stats, not st[S_ERR]
+        if st[S_ERR]:
+            return
 
 
 def resolve_base(path, zero_based, n_features, stats):

@@ -3,7 +3,9 @@
 A source has a ``size`` (bytes of text, or rows of an .npz) and ``chunks(start,
 stop)``, which parses the part ``[start, stop)`` of it (lines that begin
 there, or rows) and yields ``(indptr, indices, data, y, stats)`` blocks with
-raw int64 indices (see ``libsvm.iter_parsed``). P ranks that take the P
+raw int64 indices (see ``libsvm.iter_parsed``); ``counts(start, stop)``
+counts the part's rows without parsing it (``libsvm.iter_counted``), or is
+None where that is not cheaper than a parse. P ranks that take the P
 ``block_range`` parts of ``size`` together see every row exactly once.
 """
 
@@ -110,6 +112,15 @@ class LibsvmSource:
         return libsvm.iter_parsed(self.path, self.zero_based, self.n_features, start, stop,
                                   self.binary)
 
+    def counts(self, start=0, stop=None):
+        """The rows of the part counted without parsing the values
+        (``libsvm.iter_counted``), or None when a count costs a second
+        decompression (compressed text)."""
+        if self.compression is not None:
+            return None
+        return libsvm.iter_counted(self.path, self.zero_based, self.n_features, start, stop,
+                                   self.binary)
+
 
 class VWSource(LibsvmSource):
     """Vowpal Wabbit text, one namespace: ``label [importance] ['tag]|ns f[:v] f[:v] ...``.
@@ -134,6 +145,9 @@ class VWSource(LibsvmSource):
             return libsvm.iter_parsed(self.path, self.zero_based, self.n_features, start, stop,
                                       self.binary, transform=self._transform)
         return self._chunks_hashed(start, stop)
+
+    def counts(self, start=0, stop=None):
+        return None  # the rows are known once the text is rewritten, i.e. parsed
 
     def _transform(self, buf, n, lines_before):
         out = np.empty(2 * n + 16, np.uint8)
@@ -280,6 +294,9 @@ class NpzSource:
         self.X, self.y = X, y
         self.n_features = n_features if n_features is not None else X.shape[1]
         self.size = X.shape[0]
+
+    def counts(self, start=0, stop=None):
+        return None  # the rows are in memory: read once, never parsed
 
     def chunks(self, start=0, stop=None):
         stop = self.size if stop is None else min(stop, self.size)
