@@ -60,6 +60,38 @@ def _is_end(c):
 
 
 @njit(cache=True)
+def _line_start(buf, i, n):
+    """Past the leading spaces of the line at buf[i]: (position, blank); a
+    blank or comment line is skipped whole (position: the next line's start)."""
+    while i < n and _is_space(buf[i]):
+        i += 1
+    if i >= n or buf[i] == 10 or buf[i] == 35:
+        while i < n and buf[i] != 10:
+            i += 1
+        return i + 1, True
+    return i, False
+
+
+@njit(cache=True)
+def _is_qid(buf, i, n):
+    """A ``qid:`` field starts at buf[i]."""
+    return i + 3 < n and buf[i] == 113 and buf[i + 1] == 105 and buf[i + 2] == 100 and buf[i + 3] == 58
+
+
+@njit(cache=True)
+def _read_index(buf, i, n):
+    """The decimal digits at buf[i:]: (value, capped past 2^40; digits; position after)."""
+    idx = np.int64(0)
+    nd = 0
+    while i < n and 48 <= buf[i] <= 57:
+        if idx < (np.int64(1) << 40):
+            idx = idx * 10 + (buf[i] - 48)
+        nd += 1
+        i += 1
+    return idx, nd, i
+
+
+@njit(cache=True)
 def _slow_float(buf, i, j):
     with numba.objmode(v="float64"):
         try:
@@ -226,12 +258,8 @@ def parse_chunk(buf, n, index_base, max_raw, binary, indptr, indices, data, labe
     indptr[0] = 0
     while i < n:
         line += 1
-        while i < n and _is_space(buf[i]):
-            i += 1
-        if i >= n or buf[i] == 10 or buf[i] == 35:  # blank or comment line
-            while i < n and buf[i] != 10:
-                i += 1
-            i += 1
+        i, blank = _line_start(buf, i, n)
+        if blank:
             continue
         # Label.
         lab = i
@@ -263,13 +291,7 @@ def parse_chunk(buf, n, index_base, max_raw, binary, indptr, indices, data, labe
             if i >= n or buf[i] == 10 or buf[i] == 35:
                 break
             tok = i
-            if (
-                i + 3 < n
-                and buf[i] == 113  # 'q'
-                and buf[i + 1] == 105
-                and buf[i + 2] == 100
-                and buf[i + 3] == 58
-            ):
+            if _is_qid(buf, i, n):
                 i += 4  # qid:N, kept out of the features
                 while i < n and not _is_end(buf[i]):
                     i += 1
@@ -279,13 +301,7 @@ def parse_chunk(buf, n, index_base, max_raw, binary, indptr, indices, data, labe
             if buf[i] == 45:
                 neg = True
                 i += 1
-            idx = np.int64(0)
-            nd = 0
-            while i < n and 48 <= buf[i] <= 57:
-                if idx < (np.int64(1) << 40):
-                    idx = idx * 10 + (buf[i] - 48)
-                nd += 1
-                i += 1
+            idx, nd, i = _read_index(buf, i, n)
             if i < n and buf[i] == 58 and nd == 0:
                 err = E_INDEX
             elif i >= n or buf[i] != 58:
@@ -383,12 +399,8 @@ def count_chunk(buf, n, index_base, max_raw, binary, lens, stats, pow10):
     mx = np.int64(-1)
     while i < n:
         line += 1
-        while i < n and _is_space(buf[i]):
-            i += 1
-        if i >= n or buf[i] == 10 or buf[i] == 35:  # blank or comment line
-            while i < n and buf[i] != 10:
-                i += 1
-            i += 1
+        i, blank = _line_start(buf, i, n)
+        if blank:
             continue
         y, i, code = _parse_number(buf, i, n, pow10)
         if code != 0 or (binary and y != -1.0 and y != 0.0 and y != 1.0):
@@ -404,19 +416,12 @@ def count_chunk(buf, n, index_base, max_raw, binary, lens, stats, pow10):
                 i += 1
             if i >= n or buf[i] == 10 or buf[i] == 35:
                 break
-            if (i + 3 < n and buf[i] == 113 and buf[i + 1] == 105 and buf[i + 2] == 100
-                    and buf[i + 3] == 58):  # qid:N
+            if _is_qid(buf, i, n):
                 i += 4
                 while i < n and not _is_end(buf[i]):
                     i += 1
                 continue
-            idx = np.int64(0)
-            nd = 0
-            while i < n and 48 <= buf[i] <= 57:
-                if idx < (np.int64(1) << 40):
-                    idx = idx * 10 + (buf[i] - 48)
-                nd += 1
-                i += 1
+            idx, nd, i = _read_index(buf, i, n)
             if (nd == 0 or i >= n or buf[i] != 58 or (index_base == 1 and idx == 0)
                     or (max_raw >= 0 and idx > max_raw)
                     or idx > 2147483647 + (index_base == 1)):
