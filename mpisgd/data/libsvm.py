@@ -102,6 +102,23 @@ def _slow_float(buf, i, j):
 
 
 @njit(cache=True)
+def _exponent(buf, i, n, most):
+    """The exponent after an 'e' at buf[i − 1]: a sign and at most ``most``
+    digits, its size capped near 10⁵. Returns (exponent, digits read, end)."""
+    neg = False
+    if i < n and (buf[i] == 45 or buf[i] == 43):  # '-' '+'
+        neg = buf[i] == 45
+        i += 1
+    e = 0
+    k = i
+    while i < n and 48 <= buf[i] <= 57 and i - k < most:
+        if e < 100000:
+            e = e * 10 + (buf[i] - 48)
+        i += 1
+    return (-e if neg else e), i - k, i
+
+
+@njit(cache=True)
 def _parse_number(buf, i, n, pow10):
     """Parse a decimal number at ``buf[i:]``.
 
@@ -131,19 +148,8 @@ def _parse_number(buf, i, n, pow10):
         nd += j - f
     if 0 < nd <= 18:
         if j < n and (buf[j] == 101 or buf[j] == 69):  # 'e' 'E'
-            j += 1
-            eneg = False
-            if j < n and (buf[j] == 45 or buf[j] == 43):
-                eneg = buf[j] == 45
-                j += 1
-            e = 0
-            k = j
-            while j < n and 48 <= buf[j] <= 57 and j - k < 3:
-                e = e * 10 + (buf[j] - 48)
-                j += 1
-            exp10 += -e if eneg else e
-            if j == k:
-                exp10 = 99  # no exponent digits: the careful path reports it
+            e, ed, j = _exponent(buf, j + 1, n, 3)
+            exp10 = exp10 + e if ed else 99  # no exponent digits: the careful path reports it
         if (j >= n or _is_end(buf[j])) and mant < _TWO53 and -22 <= exp10 <= 22:
             v = float(mant)
             v = v * pow10[exp10] if exp10 >= 0 else v / pow10[-exp10]
@@ -184,21 +190,10 @@ def _parse_number(buf, i, n, pow10):
             return 0.0, i, E_NONFINITE
         return 0.0, i, E_VALUE
     if i < n and (buf[i] == 101 or buf[i] == 69):  # 'e' 'E'
-        i += 1
-        eneg = False
-        if i < n and (buf[i] == 45 or buf[i] == 43):
-            eneg = buf[i] == 45
-            i += 1
-        e = 0
-        eseen = False
-        while i < n and 48 <= buf[i] <= 57:
-            eseen = True
-            if e < 100000:
-                e = e * 10 + (buf[i] - 48)
-            i += 1
-        if not eseen:
+        e, ed, i = _exponent(buf, i + 1, n, n)
+        if ed == 0:
             return 0.0, i, E_VALUE
-        exp10 += -e if eneg else e
+        exp10 += e
     if i < n and not _is_end(buf[i]):
         while i < n and not _is_end(buf[i]):
             i += 1
