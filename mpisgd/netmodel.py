@@ -118,11 +118,12 @@ GAMMA = 3.5e-11
 
 NETWORKS = {
     # This machine's shared memory (2 cores, MPICH ch4 of the venv's mpich wheel, through mpi4py), fitted on
-    # 2026-12-03 08:27 UTC by `NUMBA_NUM_THREADS=1 .venv/bin/python bench/calibrate_network.py --repeats 9`
-    # (which runs `.venv/bin/mpiexec -n 2`): the run with the median α of six, the machine loaded by other
-    # agents (load average 8–12 on 2 cores; α ranged over 8–106 µs). docs/NETWORK.md.
-    "shm": Network("shm", 3.37e-05, 2.46e-09, gamma=GAMMA, o=1.16e-06, step_alpha=5.87e-05, step_beta=3.59e-09,
-                   source="measured here, loaded: bench/calibrate_network.py (docs/NETWORK.md)"),
+    # 2026-12-04 09:08 UTC by `NUMBA_NUM_THREADS=1 .venv/bin/python bench/calibrate_network.py --repeats 7`
+    # (which runs `.venv/bin/mpiexec -n 2`) on the idle machine (load average < 1.2): each parameter the
+    # median of four runs (α 2.49–2.87 µs, β 0.16–0.50 ns/B). Loaded by other agents (load average 8–12),
+    # the same bench gave α = 33.7 µs and β = 2.46 ns/B (2026-12-03, docs/NETWORK.md).
+    "shm": Network("shm", 2.65e-06, 3.0e-10, gamma=GAMMA, o=1.3e-06, step_alpha=4.96e-06, step_beta=4.6e-10,
+                   source="measured here, idle: bench/calibrate_network.py (docs/NETWORK.md)"),
     # 10 Gigabit Ethernet with TCP: 20 µs end-to-end (Hurwitz and Feng 2003), 10 Gb/s line rate.
     "10gbe": Network("10gbe", 20e-6, 1 / 1.25e9, gamma=GAMMA,
                      source="10 GbE, TCP: 20 µs end-to-end (Hurwitz and Feng 2003), 1.25 GB/s line rate"),
