@@ -245,15 +245,12 @@ class OnlineLearners:
     def message(self, l):
         """The wire message of learner l's model (sparse when smaller;
         compressed with ``compress``)."""
-        u = self.V[l]
-        idx = np.flatnonzero(u).astype(np.int32)
-        return self._encode(l, self.alpha[l], self.bias[l], idx, self.s[l] * u[idx])
+        return self._encode(l, self.alpha[l], self.bias[l], *online.support(self.V[l], self.s[l]))
 
     def encode(self, l, z):
         """The wire message of model z = [u, b, α], sent by learner l."""
-        u = z[: self.n_features]
-        idx = np.flatnonzero(u).astype(np.int32)
-        return self._encode(l, z[self.n_features + 1], z[self.n_features], idx, u[idx])
+        z = np.ascontiguousarray(z, dtype=np.float64)
+        return self._encode(l, z[self.n_features + 1], z[self.n_features], *online.support(z[: self.n_features], 1.0))
 
     def _encode(self, l, alpha, bias, idx, vals):
         if self.compress == "none":

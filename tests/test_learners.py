@@ -137,6 +137,20 @@ def test_messages_round_trip_and_stay_sparse():
         assert len(buf) == wire.model_nbytes(nnz, n) < wire.dense_nbytes(n)
 
 
+@pytest.mark.parametrize("scale", [1.0, -0.37, 1e-300])
+def test_support_matches_the_numpy_twin(scale):
+    from mpisgd.kernels.online import support
+
+    rng = np.random.default_rng(3)
+    for u in (np.zeros(7), np.array([0.0, -0.0, np.nan, 1.5, 0.0, -2.0, np.inf]),
+              np.where(rng.random(5000) < 0.05, rng.standard_normal(5000), 0.0), rng.standard_normal(64)):
+        idx, vals = support(u, scale)
+        want = np.flatnonzero(u)
+        assert idx.dtype == np.int32
+        np.testing.assert_array_equal(idx, want)
+        np.testing.assert_array_equal(vals, scale * u[want])  # the same bits, NaN where u is NaN
+
+
 def test_distance_check_cost_does_not_touch_v():
     L = OnlineLearners(4, 10)
     L.V[:] = np.nan  # distances read only the scalars α, s, P, Q, b

@@ -43,6 +43,7 @@ distance to r costs O(1). The protocols average u (the dual state).
 
 import math
 
+import numpy as np
 from numba import njit
 
 from mpisgd.kernels.losses import loss_and_dloss
@@ -123,6 +124,22 @@ def gather_models(ids, alpha, s, V, bias, out, nnz):
         out[i, n] = bias[l]
         out[i, n + 1] = alpha[l]
         nnz[i] = c
+
+
+@njit(cache=True)
+def support(u, scale):
+    """The non-zeros of u (NaN included): their indices (int32) and scale·u
+    there, as np.flatnonzero(u) and scale·u[idx], in one pass over u."""
+    idx = np.empty(u.shape[0], np.int32)
+    m = 0
+    for j in range(u.shape[0]):
+        if u[j] != 0.0:
+            idx[m] = j
+            m += 1
+    vals = np.empty(m)
+    for i in range(m):
+        vals[i] = scale * u[idx[i]]
+    return idx[:m], vals
 
 
 @njit(cache=True)
