@@ -131,7 +131,8 @@ def section_throughput(quick, tmp):
                 rep = train(ranks, [*shards, *LEARNER, *proto], Path(tmp) / "tp")
                 per[ranks].append(statistics.median(s["rows"] / s["time"]["loop"] for s in rep["per_rank"]))
                 if ranks == 2:
-                    job.append(sum(s["rows"] for s in rep["per_rank"]) / ranks / max(s["time"]["loop"] for s in rep["per_rank"]))
+                    slowest = max(s["time"]["loop"] for s in rep["per_rank"])
+                    job.append(sum(s["rows"] for s in rep["per_rank"]) / ranks / slowest)
                     share.append(rep["time"]["communication"]["max"] / rep["time"]["wall"])
                     nbytes.append(rep["communication"]["total_bytes"])
                     error.append(rep["online"]["error_rate"])

@@ -39,8 +39,9 @@ def run(stream_name, k, network, seconds_per_row, seed=0, delta=None):
     delta = default_delta if delta is None else delta
     stream = GENERATORS[stream_name](n_learners=k, seed=seed, **kwargs)
     every = max(1, rounds // 100)
+    label = delta if isinstance(delta, str) else format(delta, "g")  # a number or auto
     configs = {"static b=8": ProtocolConfig(name="static", period=8),
-               f"dynamic Δ={delta if isinstance(delta, str) else format(delta, 'g')} b={b}": ProtocolConfig(name="dynamic", period=b, delta=delta)}
+               f"dynamic Δ={label} b={b}": ProtocolConfig(name="dynamic", period=b, delta=delta)}
     sims = [Simulation(k, stream.n_features, rounds, p, learner, timeline_every=every, network=network)
             for p in configs.values()]
     start = time.perf_counter()
