@@ -10,6 +10,7 @@ the same without SLURM.
 """
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -161,14 +162,36 @@ def test_local_launcher_runs_the_array_tasks_it_is_given(tmp_path):
     assert [report(d)["configuration"]["protocol"]["delta"] for d in dirs] == [0.5, 8.0]
 
 
+# The line slurmstepd writes when a job is cancelled with no reason given (not
+# "DUE TO JOB REQUEUE", "DUE TO TIME LIMIT", ...): by scancel, from outside the job.
+CANCELLED_FROM_OUTSIDE = re.compile(r"\*\*\* JOB \d+ ON \S+ CANCELLED AT \S+ \*\*\*$", re.M)
+
+
 def run_to_the_end_through_requeues(cluster, tmp_path, args, pace):
+    """``through_requeues``, once more if the first job was cancelled from
+    outside it (seen in CI on a loaded machine: a plain CANCELLED at 63 s of
+    the 2-minute limit, before the job's SIGTERM; neither the job script nor
+    mpisgd cancels a job); the second attempt must succeed."""
+    first = through_requeues(cluster, tmp_path / "first", args, pace)
+    if first is not None:
+        return first
+    second = through_requeues(cluster, tmp_path / "second", args, pace)
+    assert second is not None, ("both jobs were cancelled from outside\n"
+                                + (tmp_path / "second" / "job.out").read_text())
+    return second
+
+
+def through_requeues(cluster, tmp_path, args, pace):
     """``jobs/train.sbatch ARGS`` under a real time limit (--time 2, --signal
     B:TERM@30), paced at ``pace`` seconds per poll (tests/helpers/paced.py) so
     that the limit falls mid-run on any machine; requeued as often as it takes.
     SLURM holds a requeued job for 2 minutes (BeginTime); this releases it at
     once. ``sbatch --wait`` may return at the requeue, so this waits until the
-    job has left the queue for good. Returns (job id, job log, its output directory)."""
+    job has left the queue for good. Returns (job id, job log, its output
+    directory), or None if the job was cancelled from outside."""
     import threading
+
+    tmp_path.mkdir(parents=True)
 
     done = threading.Event()
 
@@ -204,7 +227,11 @@ def run_to_the_end_through_requeues(cluster, tmp_path, args, pace):
         done.set()
         releaser.join()
     log = (tmp_path / "job.out").read_text()
-    assert job and (runs / job / "model.h5").exists(), out + log
+    if CANCELLED_FROM_OUTSIDE.search(log) and not (runs / job / "model.h5").exists():
+        print(f"job {job} was cancelled from outside:\n{log}\n{cluster.queue()}\n{cluster.logs('slurmctld')}")
+        return None
+    assert job and (runs / job / "model.h5").exists(), (out + log + cluster.queue()
+                                                        + cluster.logs("slurmctld", "slurmd"))
     assert "requeueing job" in log and "resuming from the checkpoints" in log, log
     assert "stopped by a signal (SIGTERM)" in log, log
     return job, log, runs / job
