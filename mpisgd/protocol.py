@@ -50,6 +50,7 @@ import numpy as np
 from mpisgd.errors import MpisgdError
 
 PROTOCOLS = ("none", "static", "dynamic", "central", "fda")
+SILENT = ("none", "central")  # the protocols that send no model
 MODES = ("async", "sync")  # how the dynamic protocol runs: CheckPoints (sync) or AsyncCoordinator
 AUGMENTATIONS = ("random-one", "random-double", "farthest")
 COUNTER_COUNTS = ("violators", "contacted")
@@ -178,7 +179,13 @@ class ProtocolConfig:
     @property
     def auto(self):
         """Δ is measured in a pilot (``auto_delta``)."""
-        return self.name == "dynamic" and self.delta == AUTO
+        return self.resolving and self.delta == AUTO
+
+    @property
+    def resolving(self):
+        """dynamic: at a check point every learner tests its local condition
+        ‖w_l − r‖² ≤ Δ, and only the violations are resolved (Kamp et al.)."""
+        return self.name == "dynamic"
 
     @property
     def central(self):
@@ -220,7 +227,7 @@ class ProtocolConfig:
     def asynchronous(self, mode, k):
         """Whether a run of k learners in ``mode`` uses the default mode's machinery
         (``AsyncCoordinator``); the mode matters only where learners check."""
-        return mode == "async" and self.name == "dynamic" and k > 1
+        return mode == "async" and self.resolving and k > 1
 
     def pace_rounds(self, mode, k):
         """R of the pacing barriers of a run of k learners in ``mode`` (0: none).

@@ -549,7 +549,7 @@ class Simulation:
         # gap, up to max_period. Every rank knows the violator count (the control
         # Allreduce), so the MPI runner could follow the same schedule without messages.
         self.max_period = int(max_period)
-        if self.max_period and (protocol.name != "dynamic" or self.max_period < self.b):
+        if self.max_period and (not protocol.resolving or self.max_period < self.b):
             raise MpisgdError(f"max_period: needs the dynamic protocol and max_period >= period, got {max_period!r}")
         self._gap = self.b
         self.syncing = protocol.checking(self.k)
@@ -560,7 +560,7 @@ class Simulation:
         self._edges = np.unique(np.concatenate([self.drifts, self.drifts + 1 + self.drift_window]))
         # dynamic with a fixed period learns through checks without violators in one kernel call
         # (the event log needs every check point in order)
-        self._through_quiet = (protocol.name == "dynamic" and not self.max_period and self.log is None
+        self._through_quiet = (protocol.resolving and not self.max_period and self.log is None
                                and self.nodes is None)
         self.timeline_every = int(timeline_every)
         self.timeline = []

@@ -147,10 +147,11 @@ def budget_line(budget):
 def learner_args(args):
     """Keyword arguments of ``mpisgd.learners.OnlineLearners``."""
     from mpisgd.errors import MpisgdError
+    from mpisgd.protocol import SILENT
     from mpisgd.wire import check_compress
 
     check_compress(args.compress)
-    if args.compress != "none" and args.protocol in ("none", "central"):
+    if args.compress != "none" and args.protocol in SILENT:
         raise MpisgdError(f"compress: protocol {args.protocol!r} sends no models; use --compress none")
     return {"loss": args.loss, "loss_param": args.loss_param, "schedule": args.schedule,
             "eta0": args.eta0, "lam": args.lam, "t0": args.t0, "power": args.power,
