@@ -10,7 +10,10 @@ the other. Prints, with the command line of each measurement:
    and the bundled MPICH over shared memory, as references;
    "busy-poll" rows keep Open MPI's default of a waiting rank spinning on its
    core; the others yield it (mpi_yield_when_idle, as tests/netns_cluster.py
-   does, since both "nodes" share this machine's cores);
+   does, since both "nodes" share this machine's cores); the "bound" row also
+   keeps Open MPI's default binding, under which each namespace's daemon binds
+   its rank to core 0, both ranks to one core (tests/netns_cluster.py passes
+   --bind-to none);
 2. wall time and bytes of a short `mpisgd train` run across the link, static
    b=8 against dynamic Δ=10 b=8 (RCV1-like stream, log loss).
 
@@ -63,6 +66,10 @@ def latency_table(cluster, rates, sizes):
     setups.append(("across the veth, no tbf, busy-poll", None,
                    cluster.mpirun(cluster.python, LATENCY, *sizes, env_names=ENV_NAMES,
                                   busy_poll=True)))
+    # Open MPI's default binding: each namespace's daemon binds its rank to core 0, the same core.
+    setups.append(("across the veth, no tbf, busy-poll, bound", None,
+                   cluster.mpirun(cluster.python, LATENCY, *sizes, env_names=ENV_NAMES,
+                                  busy_poll=True, bind_to="core")))
     setups += [(f"across the veth, {rate or 'no tbf'}", rate,
                 cluster.mpirun(cluster.python, LATENCY, *sizes, env_names=ENV_NAMES))
                for rate in rates]

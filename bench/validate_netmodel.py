@@ -25,10 +25,20 @@ replaces the preset by α, β, α_s, β_s measured in the same launch just befor
 machine whose load changes. Measured wall time: from a Barrier to the last rank's end of the loop.
 Prints per pattern and K the medians over the repeats and the relative error of the median
 prediction.
+
+``--netns RATE ...`` (root, iproute2, Debian's Open MPI and .venv-mpi, as tests/test_netns.py) runs
+every launch across the two network namespaces of tests/netns_cluster.py instead: Open MPI's TCP
+over a veth pair, rank 0 on one "node" and rank 1 on the other (more ranks alternate), the link
+limited to each tc tbf RATE in turn ("none": the bare link). No preset describes that link, so
+the predictions use α, β and α_s, β_s measured in the same launch (the last column above), with
+each rank's in-run compute and with the -n 1 compute:
+
+    .venv/bin/python bench/validate_netmodel.py --netns none 100mbit --ranks 2 --repeats 5
 """
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -48,6 +58,7 @@ PATTERNS = {
     "iallreduce 8 B, b=100": (100, 8),
 }
 NNZ, N_FEATURES = 256, 1 << 16
+ENV_NAMES = ("NUMBA_NUM_THREADS",)  # passed to the ranks started across the namespaces
 
 
 @njit(cache=True)
@@ -283,13 +294,79 @@ def speed():
           f"{plain:.0f} s as plain Python (from the first {part} events)")
 
 
-def launch(k, rows, repeats, out):
-    mpiexec = str(Path(sys.executable).parent / "mpiexec")
-    cmd = [mpiexec, "-n", str(k), sys.executable, "-m", "mpi4py", __file__, "--worker", "--rows", str(rows),
-           "--repeats", str(repeats), "--out", str(out)]
+def launch(k, rows, repeats, out, cluster=None):
+    """Run the worker on k ranks: the venv's MPICH here, or across ``cluster``'s two namespaces."""
+    worker = ["-m", "mpi4py", __file__, "--worker", "--rows", str(rows), "--repeats", str(repeats), "--out", str(out)]
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    if cluster is None:
+        cmd = [str(Path(sys.executable).parent / "mpiexec"), "-n", str(k), sys.executable, *worker]
+    else:
+        from helpers.system_mpi import ROOT_ENV  # Open MPI's consent to run as root
+
+        cmd = [str(a) for a in cluster.mpirun(cluster.python, *worker, ranks=k, env_names=ENV_NAMES)]
+        env.update(ROOT_ENV)
     print("$", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    subprocess.run(cmd, check=True, timeout=3600, env=env)
     return json.loads(Path(out).read_text())
+
+
+def netns_cluster():
+    """Two network namespaces joined by a veth pair (tests/netns_cluster.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from netns_cluster import NetnsCluster, NetnsUnavailable
+
+    try:
+        return NetnsCluster.start()
+    except NetnsUnavailable as exc:
+        raise SystemExit(f"--netns: {exc}") from None
+
+
+def compare(k, args, net, cluster):
+    """Table rows for K = k: the patterns' measured wall time against the model's prediction, on the
+    preset ``net`` (None: no preset columns) and on the network measured in the same launch."""
+    from mpisgd import netmodel as nm
+
+    single = launch(1, args.rows, args.repeats, args.out, cluster)
+    spr_one = statistics.median(r["compute"][0] for r in single if r.get("pattern") == "none") / args.rows
+    results = launch(k, args.rows, args.repeats, args.out, cluster)
+    same_run = [same_run_network(k, r["calibration"]) for r in results if "calibration" in r]
+    print(f"-n 1: {spr_one * 1e9:.0f} ns per row; measured in the launch (median of {len(same_run)}): "
+          f"α = {statistics.median(n.alpha for n in same_run) * 1e6:.1f} µs, "
+          f"β = {statistics.median(n.beta for n in same_run) * 1e9:.2f} ns/B, "
+          f"α_s = {statistics.median(n.step_alpha for n in same_run) * 1e6:.1f} µs, "
+          f"β_s = {statistics.median(n.step_beta for n in same_run) * 1e9:.2f} ns/B")
+    lines = []
+    for name in PATTERNS:
+        runs = [r for r in results if r.get("pattern") == name]
+        log = event_log(name, k, args.rows)
+        events, groups = log.events, log.groups
+        recorded = nm.merge_rank_logs([np.array([tuple(e) for e in rank_log], dtype=nm.EVENT)
+                                       for rank_log in runs[0]["logs"]])
+        check = net or same_run[0]
+        same_log = nm.replay(recorded, k, check, spr_one).wall == nm.replay(events, k, check, spr_one, groups).wall
+        measured = statistics.median(r["wall"] for r in runs)
+        predictions = []
+        if net is not None:
+            predictions.append(statistics.median(
+                nm.replay(events, k, net, np.array(r["compute"]) / args.rows, groups).wall for r in runs))
+            predictions.append(nm.replay(events, k, net, spr_one, groups).wall)
+        predictions.append(statistics.median(
+            nm.replay(events, k, n, np.array(r["compute"]) / args.rows, groups).wall
+            for r, n in zip(runs, same_run)))
+        if net is None:
+            predictions.append(statistics.median(nm.replay(events, k, n, spr_one, groups).wall for n in same_run))
+        cells = " | ".join(f"{p:.3f} | {p / measured - 1:+.1%}" for p in predictions)
+        lines.append(f"| {k} | {name} | {len(events)} | {'yes' if same_log else 'NO'} | {measured:.3f} | {cells} |")
+    return lines
+
+
+def print_table(lines, preset):
+    columns = ([f"{preset}, in-run compute (s)", f"{preset}, -n 1 compute (s)", "same-run α, β, in-run compute (s)"]
+               if preset else ["same-run α, β, in-run compute (s)", "same-run α, β, -n 1 compute (s)"])
+    print("\n| K | pattern | events | recorded = pattern log | measured wall (s) | "
+          + " | ".join(f"{c} | error" for c in columns) + " |")
+    print("|---:|---|---:|---|---:|" + "---:|---:|" * len(columns))
+    print("\n".join(lines))
 
 
 def main():
@@ -298,6 +375,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--out", default="/tmp/validate_netmodel.json")
+    parser.add_argument("--netns", nargs="+", metavar="RATE",
+                        help="run across two network namespaces, the link at each tc tbf RATE ('none': no tbf)")
     parser.add_argument("--speed", action="store_true", help="time the replay of 10^6 events instead")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -309,36 +388,19 @@ def main():
         return
     from mpisgd import netmodel as nm
 
-    net = nm.network("shm")
-    print(f"shm: α = {net.alpha:.3g} s, β = {net.beta:.3g} s/B, γ = {net.gamma:.3g} s/B, o = {net.overhead:.3g} s")
-    lines = []
-    for k in args.ranks:
-        single = launch(1, args.rows, args.repeats, args.out)
-        spr_one = statistics.median(r["compute"][0] for r in single if r.get("pattern") == "none") / args.rows
-        results = launch(k, args.rows, args.repeats, args.out)
-        calibrations = [r["calibration"] for r in results if "calibration" in r]
-        for name in PATTERNS:
-            runs = [r for r in results if r.get("pattern") == name]
-            log = event_log(name, k, args.rows)
-            events, groups = log.events, log.groups
-            recorded = nm.merge_rank_logs([np.array([tuple(e) for e in rank_log], dtype=nm.EVENT)
-                                           for rank_log in runs[0]["logs"]])
-            same_log = nm.replay(recorded, k, net, spr_one).wall == nm.replay(events, k, net, spr_one, groups).wall
-            measured = statistics.median(r["wall"] for r in runs)
-            in_run = statistics.median(
-                nm.replay(events, k, net, np.array(r["compute"]) / args.rows, groups).wall for r in runs)
-            one = nm.replay(events, k, net, spr_one, groups).wall
-            same = statistics.median(
-                nm.replay(events, k, same_run_network(k, c), np.array(r["compute"]) / args.rows, groups).wall
-                for r, c in zip(runs, calibrations))
-            lines.append(f"| {k} | {name} | {len(events)} | {'yes' if same_log else 'NO'} | {measured:.3f} "
-                         f"| {in_run:.3f} | {in_run / measured - 1:+.1%} | {one:.3f} | {one / measured - 1:+.1%} "
-                         f"| {same:.3f} | {same / measured - 1:+.1%} |")
-        print(f"-n 1: {spr_one * 1e9:.0f} ns per row")
-    print("\n| K | pattern | events | recorded = pattern log | measured wall (s) | shm, in-run compute (s) "
-          "| error | shm, -n 1 compute (s) | error | same-run α, β, in-run compute (s) | error |")
-    print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-    print("\n".join(lines))
+    if not args.netns:
+        net = nm.network("shm")
+        print(f"shm: α = {net.alpha:.3g} s, β = {net.beta:.3g} s/B, γ = {net.gamma:.3g} s/B, o = {net.overhead:.3g} s")
+        print_table([line for k in args.ranks for line in compare(k, args, net, None)], "shm")
+        return
+    cluster = netns_cluster()
+    try:
+        for rate in args.netns:
+            cluster.set_rate(None if rate == "none" else rate)
+            print(f"\n## Across the veth pair, {'no tbf' if rate == 'none' else 'tbf ' + rate}\n", flush=True)
+            print_table([line for k in args.ranks for line in compare(k, args, None, cluster)], None)
+    finally:
+        cluster.stop()
 
 
 if __name__ == "__main__":

@@ -139,21 +139,22 @@ class NetnsCluster:
         return _run(self.ip, "netns", "exec", self.namespaces[0], self.tc, "-s", "qdisc", "show",
                     "dev", DEVICE, check=False).stdout.strip()
 
-    def mpirun(self, *command, ranks=2, env_names=(), busy_poll=False):
+    def mpirun(self, *command, ranks=2, env_names=(), busy_poll=False, bind_to="none"):
         """argv of ``mpirun`` in the first namespace, ranks placed alternately on the two nodes.
 
-        Both "nodes" share this machine's cores, so a rank waiting for a message
-        yields its core (mpi_yield_when_idle) instead of spinning as Open MPI does
-        on a real node: with spinning ranks on the loaded machine, every message
-        across the veth took whole scheduler ticks (multiples of 4 ms, HZ=250),
-        16-60 ms per Allreduce of any size, where the same ranks over loopback
-        in one namespace took 0.01-0.5 ms (bench/bench_network.py measures both;
-        ``busy_poll=True`` keeps Open MPI's default)."""
+        Both "nodes" share this machine's cores. No rank is bound to a core:
+        each node's daemon would bind its first rank to core 0, both ranks to
+        the same core, and then every message across the veth took whole
+        scheduler ticks (an Allreduce of one double 8 ms with Open MPI's
+        spinning wait, 11 µs unbound; bench/bench_network.py). A waiting rank
+        also yields its core (mpi_yield_when_idle) for the machine's other
+        processes; ``busy_poll=True`` keeps Open MPI's spinning wait and
+        ``bind_to="core"`` its binding."""
         exports = [arg for name in env_names for arg in ("-x", name)]
         waiting = [] if busy_poll else ["--mca", "mpi_yield_when_idle", "1"]
         return [
             self.ip, "netns", "exec", self.namespaces[0], self.mpirun_path, "-n", str(ranks),
-            "--hostfile", str(self.hostfile), "--map-by", "node", "--oversubscribe",
+            "--hostfile", str(self.hostfile), "--map-by", "node", "--oversubscribe", "--bind-to", bind_to,
             "--mca", "plm_rsh_agent", str(self.agent),
             "--mca", "btl", "tcp,self",
             "--mca", "btl_tcp_if_include", SUBNET,
