@@ -32,7 +32,11 @@ class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def build_parser():
+def build_parser(command=None):
+    """The parser of every command; with ``command``, only that command's
+    options are built (building an option list imports what its choices come
+    from, e.g. the losses' numba kernels: ``mpisgd prep`` need not pay for
+    ``train``'s)."""
     parser = argparse.ArgumentParser(
         prog="mpisgd",
         description="Communication-efficient distributed online learning of "
@@ -43,19 +47,15 @@ def build_parser():
     parser.add_argument("--version", action="version", version=f"mpisgd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"mpisgd.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"mpisgd.commands.{name}":
-                raise
-            continue  # command not built yet
+        module = importlib.import_module(f"mpisgd.commands.{name}")
         p = sub.add_parser(
             name,
             help=module.HELP,
             description=module.HELP,
             formatter_class=_DefaultsFormatter,
         )
-        module.add_arguments(p)
+        if command in (None, name):
+            module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
 
@@ -86,7 +86,8 @@ def _fail(message, code):
 
 
 def main(argv=None):
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     try:
         return int(args._run(args) or 0)
