@@ -85,7 +85,28 @@ def _fail(message, code):
     return code
 
 
+def _keep_freed_memory():
+    """Let glibc's malloc keep the memory this process frees, for its next
+    allocations: arrays of up to 32 MiB come from the heap (not from a fresh
+    mmap each) and the heap's free top is not handed back to the system. A
+    sync's O(n) temporaries otherwise landed, on some ranks and not others, on
+    fresh pages, and a first touch of a page is expensive on a VM: static b=8
+    at -n 2 (RCV1-like, n = 47,152) ran 3.7x slower, one rank 3x slower per
+    sync than the other (docs/RUNNING.md, "Memory"). Other C libraries keep
+    their own policy."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # <malloc.h>
+    mallopt(M_MMAP_THRESHOLD, 32 << 20)  # the largest glibc takes on 64-bit: HEAP_MAX_SIZE / 2
+    mallopt(M_TRIM_THRESHOLD, 1 << 30)
+
+
 def main(argv=None):
+    _keep_freed_memory()
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)

@@ -33,7 +33,6 @@ from mpi4py import MPI
 
 from mpisgd import wire
 from mpisgd.errors import MpisgdError
-from mpisgd.kernels import sync
 
 # Tags of docs/WIRE.md.
 VIOLATION, REQUEST, REPLY, BALANCED, NEWREF, COMMAND = 1, 2, 3, 4, 5, 6
@@ -403,9 +402,7 @@ class MPITransport:
             yield "Allreduce", np.array([nnz[0], *scales[0]])[:probe], top, MPI.MAX
             m, c = int(top[0]), top[1:]
             if wire.sync_pairs(n, k, compress, m):
-                u = z[0, :n]
-                idx = sync.nonzero_indices(u, nnz[0])
-                block = wire.encode_block(z[0, n + 1], z[0, n], idx, u[idx], m)
+                block = wire.encode_block(z[0, n + 1], z[0, n], z[0, :n], m)
                 blocks = np.empty(k * len(block), dtype=np.uint8)
                 yield "Allgather", block, blocks
                 return wire.sum_blocks(blocks, n, m)

@@ -24,6 +24,7 @@ Categories of the byte and message counters.
 import numpy as np
 
 from mpisgd.errors import MpisgdError
+from mpisgd.kernels import sync
 
 CATEGORIES = ("violation", "balance_request", "balance_reply", "balance_result", "full_sync", "control")
 CONTROL_BYTES = 8  # one int64
@@ -310,14 +311,15 @@ def sync_pairs(n, k, compress, m):
     return k * sync_block_nbytes(m) < sync_dense_nbytes(n, k, compress)
 
 
-def encode_block(alpha, bias, idx, vals, m):
-    """One rank's pairs block (uint8, ``sync_block_nbytes(m)``)."""
-    nnz = len(idx)
+def encode_block(alpha, bias, u, m):
+    """One rank's pairs block (uint8, ``sync_block_nbytes(m)``) of the
+    non-zeros of u (at most m of them), gathered in one pass."""
     buf = np.zeros(sync_block_nbytes(m), dtype=np.uint8)
     head = buf[: 24 + 8 * m].view(np.float64)
+    nnz = sync.pairs_of(np.asarray(u, dtype=np.float64), head[3:], buf[24 + 8 * m :].view(np.int32))
+    if nnz < 0:
+        raise MpisgdError(f"wire: a pairs block holds at most m = {m} non-zeros; u has more")
     head[0], head[1], head[2] = alpha, bias, nnz
-    head[3 : 3 + nnz] = vals
-    buf[24 + 8 * m :].view(np.int32)[:nnz] = idx
     return buf
 
 
@@ -337,11 +339,9 @@ def sum_blocks(blocks, n, m):
 def _add_block(total, buf, n, m):
     head = buf[: 24 + 8 * m].view(np.float64)
     nnz = int(head[2]) if 0 <= head[2] <= m else -1
-    idx = buf[24 + 8 * m :].view(np.int32)[: max(nnz, 0)]
-    if nnz < 0 or head[2] != nnz or (nnz and (idx[0] < 0 or idx[-1] >= n or np.any(idx[1:] <= idx[:-1]))):
+    if nnz < 0 or head[2] != nnz or not sync.add_pairs(total, head[3 : 3 + nnz], buf[24 + 8 * m :].view(np.int32)[:nnz], n):
         raise MpisgdError(f"wire: a pairs block of a full sync has a count outside [0, {m}] or "
                           f"indices outside [0, {n}) or not strictly increasing")
-    total[idx] += head[3 : 3 + nnz]
     total[n] += head[1]
     total[n + 1] += head[0]
 

@@ -264,12 +264,14 @@ def naive_sum_blocks(raw, n, m):
                                                         max_size=3))
 def test_wire_pairs_blocks(seed, m, flips):
     """Valid blocks (3 ranks) with bits flipped: the twin's sum, or refused."""
-    parts = []
+    blocks = []
     for r in range(3):
         n, idx, vals, alpha, bias = message_of(seed + r)
-        parts.append((idx[:m], vals[:m], alpha, bias))
+        u = np.zeros(n)
+        u[idx[:m]] = vals[:m]
+        blocks.append(wire.encode_block(alpha, bias, u, m))
     n = 64
-    raw = bytearray(np.concatenate([wire.encode_block(a, b, i, v, m) for i, v, a, b in parts]).tobytes())
+    raw = bytearray(np.concatenate(blocks).tobytes())
     for pos, bit in flips:
         raw[pos % len(raw)] ^= 1 << bit
     with np.errstate(invalid="ignore", over="ignore"):

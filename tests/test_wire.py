@@ -163,9 +163,15 @@ def test_compress_names_are_checked():
 
 def test_pairs_blocks_sum_in_order_and_refuse_bad_blocks():
     n, m = 20, 4
-    blocks = [wire.encode_block(1.0, 0.5, np.array([1, 7], np.int32), np.array([2.0, 3.0]), m),
-              wire.encode_block(0.5, -1.0, np.array([0, 1, 19, 2][:3], np.int32), np.array([1.0, 1.0, 4.0]), m),
-              wire.encode_block(1.0, 0.0, np.zeros(0, np.int32), np.zeros(0), m)]
+
+    def u_of(idx, vals):
+        u = np.zeros(n)
+        u[idx] = vals
+        return u
+
+    blocks = [wire.encode_block(1.0, 0.5, u_of([1, 7], [2.0, 3.0]), m),
+              wire.encode_block(0.5, -1.0, u_of([0, 1, 19], [1.0, 1.0, 4.0]), m),
+              wire.encode_block(1.0, 0.0, np.zeros(n), m)]
     assert all(len(b) == wire.sync_block_nbytes(m) == 24 + 12 * m for b in blocks)
     total = wire.sum_blocks(np.concatenate(blocks), n, m)
     want = np.zeros(n + 2)
@@ -181,6 +187,8 @@ def test_pairs_blocks_sum_in_order_and_refuse_bad_blocks():
             wire.sum_blocks(bad, n, m)
     with pytest.raises(MpisgdError, match="whole pairs blocks"):
         wire.sum_blocks(blocks[0][:-1], n, m)
+    with pytest.raises(MpisgdError, match="at most m = 4 non-zeros"):
+        wire.encode_block(1.0, 0.0, u_of([0, 1, 2, 3, 4], 1.0), m)
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 258, 259, 512, 4095, 4096, 10**5])

@@ -1,7 +1,8 @@
-"""The dense passes of a full sync (docs/WIRE.md, "Full syncs"), one before
-its exchange and one after: a learner's contribution z = [s·v, b, α] with the
+"""The passes of a full sync (docs/WIRE.md, "Full syncs"), one before its
+exchange and one after: a learner's contribution z = [s·v, b, α] with the
 count and scale that decide the exchange, and the new reference from the sum
-of every learner's z."""
+of every learner's z; in between, for the pairs exchange, the non-zeros of u
+in one pass and the sum of the blocks in one pass each."""
 
 import numpy as np
 from numba import njit
@@ -40,12 +41,31 @@ def reference_from_sum(total, k, r):
 
 
 @njit(cache=True)
-def nonzero_indices(u, bound):
-    """The indices j of u_j ≠ 0, increasing, as int32 (at most ``bound`` of them)."""
-    out = np.empty(bound, np.int32)
+def pairs_of(u, vals, idx):
+    """One pass over u: its non-zeros in increasing j, values into vals and
+    indices j into idx (int32); returns their count, or −1 if there are more
+    than vals and idx hold."""
+    room = min(vals.shape[0], idx.shape[0])
     c = 0
     for j in range(u.shape[0]):
         if u[j] != 0.0:
-            out[c] = j
+            if c == room:
+                return -1
+            vals[c] = u[j]
+            idx[c] = j
             c += 1
-    return out[:c]
+    return c
+
+
+@njit(cache=True)
+def add_pairs(total, vals, idx, n):
+    """total[idx[i]] += vals[i] in one pass; False (total left partly added)
+    unless every index lies in [0, n) and they strictly increase."""
+    last = -1
+    for i in range(idx.shape[0]):
+        j = idx[i]
+        if j <= last or j >= n:
+            return False
+        last = j
+        total[j] += vals[i]
+    return True
