@@ -337,9 +337,10 @@ def sum_blocks(blocks, n, m):
 
 
 def _add_block(total, buf, n, m):
-    head = buf[: 24 + 8 * m].view(np.float64)
+    head = buf[: 24 + 8 * m].view(np.float64)  # unaligned in every other block when m is odd
     nnz = int(head[2]) if 0 <= head[2] <= m else -1
-    if nnz < 0 or head[2] != nnz or not sync.add_pairs(total, head[3 : 3 + nnz], buf[24 + 8 * m :].view(np.int32)[:nnz], n):
+    vals = np.require(head[3 : 3 + max(nnz, 0)], requirements="A")  # the kernel's one (aligned) array type
+    if nnz < 0 or head[2] != nnz or not sync.add_pairs(total, vals, buf[24 + 8 * m :].view(np.int32)[:nnz], n):
         raise MpisgdError(f"wire: a pairs block of a full sync has a count outside [0, {m}] or "
                           f"indices outside [0, {n}) or not strictly increasing")
     total[n] += head[1]
