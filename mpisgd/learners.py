@@ -150,6 +150,7 @@ class OnlineLearners:
         scratch.take(0, z, scratch.progress(0, z))
         scratch.set_reference(scratch.mean_model())
         scratch.set_reference_sum(scratch.sync_parts([0])[0][0], 1)
+        wire.sum_blocks(wire.encode_block(1.0, 0.0, z[:1], 1), 1, 1)  # a full sync's pairs exchange
 
     # -- learning -----------------------------------------------------------
 
