@@ -146,7 +146,7 @@ class NetnsCluster:
         each node's daemon would bind its first rank to core 0, both ranks to
         the same core, and then every message across the veth took whole
         scheduler ticks (an Allreduce of one double 8 ms with Open MPI's
-        spinning wait, 11 µs unbound; bench/bench_network.py). A waiting rank
+        spinning wait, 11-16 µs unbound; bench/bench_network.py). A waiting rank
         also yields its core (mpi_yield_when_idle) for the machine's other
         processes; ``busy_poll=True`` keeps Open MPI's spinning wait and
         ``bind_to="core"`` its binding."""
