@@ -9,6 +9,7 @@ reason where this cannot be had (not root, no iproute2, no Open MPI or
 """
 
 import json
+import os
 import re
 import subprocess
 
@@ -110,3 +111,16 @@ def test_namespaces_are_removed_even_when_the_job_fails():
         cluster.stop()
     assert cluster.exists() == []
     assert not cluster.dir.exists()
+
+
+def test_the_two_nodes_ranks_are_not_bound_to_one_core(cluster):
+    """Each namespace's Open MPI daemon binds its rank to core 0 unless told
+    otherwise, which put both ranks on one core of this machine."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core here: nothing to tell apart")
+    argv = cluster.mpirun(cluster.python, "-c", "import os; print(sorted(os.sched_getaffinity(0)))")
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT,
+                          env=job_env(**ROOT_ENV))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cores = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    assert len(cores) == 2 and all(line != "[0]" for line in cores), proc.stdout
