@@ -1,7 +1,12 @@
 """The CLI dispatcher: help shows meaningful defaults, and a user error exits 2
 with the message and no traceback."""
 
+import ctypes
+import subprocess
+import sys
+
 import numpy as np
+import pytest
 
 from mpisgd.cli import build_parser, main
 from mpisgd.model import LinearModel
@@ -42,9 +47,6 @@ def test_saved_files_are_readable_as_the_umask_allows(tmp_path):
 def test_a_command_builds_only_its_own_options():
     """`mpisgd prep` parses its arguments without importing what train's
     options come from (the protocol, the losses' kernels)."""
-    import subprocess
-    import sys
-
     code = ("import sys; from mpisgd.cli import build_parser; "
             "args = build_parser('prep').parse_args(['prep', 'in.svm', '--out', 'o', '--shards', '3']); "
             "print(args.shards, 'mpisgd.protocol' in sys.modules, 'mpisgd.kernels.losses' in sys.modules)")
@@ -57,12 +59,6 @@ def test_the_cli_keeps_freed_memory_for_the_next_allocations():
     """After ``_keep_freed_memory`` (as every `mpisgd` process starts) glibc
     serves a 16 MiB array from its heap, not a fresh mmap, and keeps the heap,
     those 16 MiB free in it, when it is freed (mallinfo2, glibc ≥ 2.33)."""
-    import ctypes
-    import subprocess
-    import sys
-
-    import pytest
-
     if not hasattr(ctypes.CDLL(None), "mallinfo2"):
         pytest.skip("not glibc ≥ 2.33: no mallinfo2 to look with")
     code = """
