@@ -7,10 +7,14 @@ Sections:
 check       the local condition's cost per check, O(1) (``OnlineLearners.distances``),
             against the dense ‖w − r‖² it replaces, for n = 10³ … 10⁶; and the
             size of a model message after the same rows (grows with the
-            coordinates touched, not with n). In-process.
+            coordinates touched, not with n); and what learning through quiet
+            checks costs per 256-row block of the async loop, against learning
+            the rows with no check. In-process.
 throughput  per-rank throughput (rows/s of the training loop's wall time) at -n 2 against -n 1, protocols
             none and dynamic, on RCV1-scale shards (medians over alternating repeats); and the job's:
-            rows per rank over the slowest rank's loop.
+            rows per rank over the slowest rank's loop. The reference for -n 2 / -n 1: two
+            one-rank jobs of none at once (no MPI between them), what this machine gives two
+            processes.
 share       share of wall time spent in MPI calls at -n 2: static b ∈ {1, 8, 128}, dynamic.
 rcv1        RCV1-scale synthetic data in 2 shards: static b=8 against dynamic at several Δ;
             test error of the final model on held-out rows, and bytes.
@@ -50,6 +54,18 @@ def train(ranks, args, out):
     if done.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{done.stderr[-2000:]}")
     return json.loads((Path(out) / "report.json").read_text())
+
+
+def together(paths, args, out):
+    """One one-rank job per shard, all at once: their reports."""
+    cmds = [[MPIEXEC, "-n", "1", sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", str(path), *map(str, args),
+             "--out", f"{out}-{i}", "--quiet", "--overwrite", "--timeline-every", "0"] for i, path in enumerate(paths)]
+    jobs = [subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for cmd in cmds]
+    for cmd, job in zip(cmds, jobs):
+        _, err = job.communicate(timeout=1800)
+        if job.returncode != 0:
+            raise SystemExit(f"failed: {' '.join(cmd)}\n{err[-2000:]}")
+    return [json.loads((Path(f"{out}-{i}") / "report.json").read_text()) for i in range(len(paths))]
 
 
 def section_check(quick):
@@ -97,6 +113,52 @@ def _section_check(quick):
                 samples.append((time.perf_counter() - t) / reps * 1e6)
             times[name] = statistics.median(samples)
         print(f"| {n:,} | {times['o1']:.2f} | {times['dense']:.1f} | {len(L.message(0)):,} | {16 + 8 * n:,} |")
+    section_quiet(quick)
+
+
+def section_quiet(quick):
+    """What learning through quiet checks costs: the async loop's block of 256 rows
+    learned with a check every b rows that never finds a violator (the runner's
+    own ``Run._learn_until_violation`` step: the checks' rounds, then one kernel
+    call), against the same rows learned with no check (``OnlineLearners.learn``)."""
+    from mpisgd.data.synthetic import RCV1Stream
+    from mpisgd.learners import OnlineLearners
+
+    stream = RCV1Stream(n_learners=1, seed=1)
+    rows = 25_600 if quick else 102_400
+    indptr, indices, data, y = stream.rows(0, rows)
+    block = 256
+    blocks = [(indptr[a : a + block + 1] - indptr[a], indices[indptr[a] : indptr[a + block]],
+               data[indptr[a] : indptr[a + block]], y[a : a + block]) for a in range(0, rows, block)]
+    owner = np.zeros(block, np.int64)
+
+    def run(b):
+        L = OnlineLearners(1, stream.n_features, loss="log", eta0=1.0, lam=1e-5)
+        start, t = time.perf_counter(), 0
+        for ip, ix, d, yy in blocks:
+            if b is None:
+                L.learn(ip, ix, d, yy, owner)
+            else:  # as Run._learn_until_violation: the check points in (t, t + m], a finite Δ never reached
+                checks = np.arange((t // b + 1) * b, t + block + 1, b)
+                assert L.learn_until_violation(ip, ix, d, yy, owner, checks - t, 1e300) == (len(checks), False)
+            t += block
+        return (time.perf_counter() - start) / len(blocks) * 1e6
+
+    periods = (None, 1, 8, 32)
+    for b in periods:
+        run(b)  # numba's first call
+    times = {b: [] for b in periods}
+    for _ in range(3 if quick else 9):  # alternate, so that load from others hits all alike
+        for b in periods:
+            times[b].append(run(b))
+    plain = statistics.median(times[None])
+    print(f"\n## quiet checks: one async block of {block} RCV1-scale rows, in-process, one learner "
+          f"(medians of {len(times[None])} passes over {rows:,} rows)\n")
+    print("| checks | µs per block | vs no check |")
+    print("|---|---:|---:|")
+    for b in periods:
+        med = statistics.median(times[b])
+        print(f"| {'none (learn)' if b is None else f'every {b} rows'} | {med:.1f} | {med / plain:.2f} |")
 
 
 def make_shards(tmp, rounds):
@@ -124,6 +186,16 @@ def section_throughput(quick, tmp):
                  "dynamic Δ=3000 b=8 sync": ["--protocol", "dynamic", "--delta", "3000", "--period", "8",
                                              "--mode", "sync"]}
     rows = {}
+    # the machine's own ceiling for -n 2 / -n 1: two one-rank jobs of none at once, no MPI between them
+    alone, pair = [], []
+    for _ in range(reps):
+        for path in paths:
+            alone.append(train(1, [path, *LEARNER, "--protocol", "none"], Path(tmp) / "alone")["per_rank"][0])
+        pair.extend(rank for rep in together(paths, [*LEARNER, "--protocol", "none"], Path(tmp) / "pair")
+                    for rank in rep["per_rank"])
+    one, two = (statistics.median(s["rows"] / s["time"]["loop"] for s in runs) for runs in (alone, pair))
+    print(f"| two one-rank jobs of none at once | {one:,.0f} | {two:,.0f} | {two / one:.2f} | – | – | – | – | – | – "
+          f"| – |")
     for name, proto in protocols.items():
         per, job, share, nbytes, error = {1: [], 2: []}, [], [], [], []
         for _ in range(reps):  # alternate, so that load from others hits both alike

@@ -12,6 +12,8 @@ from mpisgd.kernels import online, sync
 from mpisgd.kernels.losses import CLASSIFICATION_LOSSES, DEFAULT_PARAM, LOSSES
 from mpisgd.kernels.schedules import NEEDS_POSITIVE_LAMBDA, SCHEDULES
 
+_NO_CHECKS = (np.empty(0, dtype=np.int64), np.empty(0))  # learn: rows without a check (check_end, threshold)
+
 _STATE = ("alpha", "s", "V", "bias", "P", "Q", "steps", "A", "U", "alpha_sum", "s_sum", "bias_sum", "n_avg",
           "r", "r_bias", "R", "loss_sum", "errors", "examples", "encoded")  # fmt: skip
 
@@ -157,22 +159,24 @@ class OnlineLearners:
     def learn(self, indptr, indices, data, y, owner):
         """Rows in order: predict with learner owner[i], charge, then learn."""
         y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
-        status, row = online.learn_rows(*self._rows(indptr, indices, data, y, owner), *self._state())
+        status, row, _, _ = online.learn_rows(*self._rows(indptr, indices, data, y, owner), *_NO_CHECKS,
+                                              *self._state(), self.R, self.r_bias, self._dist)
         self._raise_on(status, row, y, owner)
 
-    def learn_until_violation(self, indptr, indices, data, y, owner, seg_end, threshold):
-        """``learn`` in segments of rows [seg_end[i−1], seg_end[i]), checking
-        ‖w_l − r‖² ≤ threshold[i] of every learner after segment i (+inf: no
-        check); stops after the first segment with a violator. Returns the
-        number of segments learned."""
+    def learn_until_violation(self, indptr, indices, data, y, owner, check_end, threshold):
+        """``learn``, with a check after the first check_end[i] rows (ascending):
+        every learner's ‖w_l − r‖² ≤ threshold[i] (one per check, or one for
+        all; +inf: no check). Stops right after the first check that finds a
+        violator. Returns (checks made, violated): the rows learned are
+        check_end[checks − 1] if violated, else all of them."""
         y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
-        status, row, segments = online.learn_until_violation(
-            *self._rows(indptr, indices, data, y, owner),
-            np.asarray(seg_end, dtype=np.int64), np.asarray(threshold, dtype=np.float64),
+        check_end = np.asarray(check_end, dtype=np.int64)
+        status, row, checks, violated = online.learn_rows(
+            *self._rows(indptr, indices, data, y, owner), check_end, np.full(check_end.shape, threshold, np.float64),
             *self._state(), self.R, self.r_bias, self._dist,
         )  # fmt: skip
         self._raise_on(status, row, y, owner)
-        return int(segments)
+        return int(checks), bool(violated)
 
     @staticmethod
     def _rows(indptr, indices, data, y, owner):

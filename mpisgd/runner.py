@@ -232,34 +232,28 @@ class Run:
         io_before = self.source.io_seconds
         violated = False
         while t < stop and not violated:
-            checks = np.arange((t // b + 1) * b, stop + 1, b)  # check points in (t, stop]
             want = self.source.rows_until(stop) - self.rows_done
             rows = self.source.take(want) if want > 0 else None
             if rows is None:  # this stream has ended: its model no longer moves
                 if want > 0:
                     raise MpisgdError(f"rank {self.rank} ({self.source.describe}): stream ended after "
                                       f"{self.rows_done} rows, {self.source.n_rows} announced")
-                if len(checks) and self.learners.distances()[0] > threshold(checks[0]):
-                    return int(checks[0]), True
+                first = (t // b + 1) * b  # its next check point
+                if first <= stop and self.learners.distances()[0] > threshold(first):
+                    return first, True
                 t = stop
                 break
             indptr, indices, data, y = rows
             m = len(y)
             if len(self._owner) < m:
                 self._owner = np.zeros(m, dtype=np.int64)
-            checks = checks[checks <= t + m]  # round t + i is done after row i − 1 of this piece
-            ends = checks - t
-            limits = np.broadcast_to(threshold(checks), checks.shape).astype(np.float64)
-            if not len(ends) or ends[-1] != m:
-                ends, limits = np.append(ends, m), np.append(limits, np.inf)  # the rest, unchecked
-            try:
-                segments = self.learners.learn_until_violation(indptr, indices, data, y, self._owner[:m], ends,
-                                                               limits)
+            checks = np.arange((t // b + 1) * b, t + m + 1, b)  # check points in (t, t + m]
+            try:  # round t + i is done after row i − 1 of this piece
+                made, violated = self.learners.learn_until_violation(indptr, indices, data, y, self._owner[:m],
+                                                                     checks - t, threshold(checks))
             except MpisgdError as exc:  # name the data
                 raise MpisgdError(f"{self.source.describe}, rows from {self.rows_done}: {exc}") from None
-            learned = int(ends[segments - 1])
-            violated = bool(np.isfinite(limits[segments - 1]) and
-                            self.learners.distances()[0] > limits[segments - 1])
+            learned = int(checks[made - 1] - t) if violated else m
             self.source.put_back(m - learned)
             self._measure(indptr, data, y, learned)
             self.rows_done += learned

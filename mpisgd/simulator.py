@@ -664,17 +664,15 @@ class Simulation:
         count as ``_check`` would count them. Returns the rounds learned."""
         self.checkpoints.settle(self.transport)  # quiet: nothing but its count
         step = len(round_ptr) - 1
-        checks = np.arange(self._next, min(self.t + step, self._last_check) + 1, self.b)  # rounds done
-        ends = checks - self.t
-        threshold = np.broadcast_to(self.coordinator.threshold(checks), checks.shape)
-        if not len(ends) or ends[-1] != step:
-            ends, threshold = np.append(ends, step), np.append(threshold, np.inf)  # the rest, unchecked
+        # rounds done; the check at the round it stops at is _check's
+        checks = np.arange(self._next, min(self.t + step - 1, self._last_check) + 1, self.b)
         lo, hi = round_ptr[0], round_ptr[-1]
         a, b = indptr[lo], indptr[hi]
-        segments = self.L.learn_until_violation(indptr[lo : hi + 1] - a, indices[a:b], data[a:b], y[lo:hi],
-                                                owner[lo:hi], round_ptr[ends] - lo, threshold)
-        rounds = int(ends[segments - 1])
-        quiet = int(np.count_nonzero(ends[: len(checks)] < rounds))
+        made, violated = self.L.learn_until_violation(indptr[lo : hi + 1] - a, indices[a:b], data[a:b], y[lo:hi],
+                                                      owner[lo:hi], round_ptr[checks - self.t] - lo,
+                                                      self.coordinator.threshold(checks))
+        rounds = int(checks[made - 1] - self.t) if violated else step
+        quiet = made - violated
         self.transport.quiet_checks(quiet)
         self.coordinator.count_quiet(quiet)
         self._next += quiet * self.b

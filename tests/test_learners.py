@@ -205,23 +205,54 @@ def test_learning_until_a_violation_is_learning_and_checking_each_segment():
     k, n, m = 3, 25, 360
     X, y = make_data(m, n, seed=8)
     owner = np.arange(m) % k
-    seg_end = np.arange(30, m + 1, 30)  # 12 segments of 30 rows
+    check_end = np.arange(30, m + 1, 30)  # 12 checks, one after every 30 rows
     _, slow = pair(k, n, eta0=0.3)
-    peak = []  # the largest ‖w_l − r‖² after each segment, by the twin
-    for lo, hi in zip(np.r_[0, seg_end[:-1]], seg_end):
+    peak = []  # the largest ‖w_l − r‖² at each check, by the twin
+    for lo, hi in zip(np.r_[0, check_end[:-1]], check_end):
         slow.learn(X[lo:hi], y[lo:hi], owner[lo:hi])
         peak.append(slow.distances().max())
     threshold = np.array(peak) * 1.01  # quiet …
-    threshold[2] = np.inf  # (no check after segment 3)
-    threshold[6] = peak[6] * 0.99  # … until segment 7
+    threshold[2] = np.inf  # (no check after 90 rows)
+    threshold[6] = peak[6] * 0.99  # … until the check after 210 rows
     fast, slow = pair(k, n, eta0=0.3)
-    assert fast.learn_until_violation(X.indptr, X.indices, X.data, y, owner, seg_end, threshold) == 7
-    stop = seg_end[6]
+    assert fast.learn_until_violation(X.indptr, X.indices, X.data, y, owner, check_end, threshold) == (7, True)
+    stop = check_end[6]
     slow.learn(X[:stop], y[:stop], owner[:stop])  # the rows up to the violation, and no further
     assert_same(fast, slow)
-    threshold[6] = np.inf  # no violation: every segment is learned
-    fast, _ = pair(k, n, eta0=0.3)
-    assert fast.learn_until_violation(X.indptr, X.indices, X.data, y, owner, seg_end, threshold) == len(seg_end)
+    threshold[6] = np.inf  # no violation: every row is learned
+    fast, slow = pair(k, n, eta0=0.3)
+    assert fast.learn_until_violation(X.indptr, X.indices, X.data, y, owner, check_end, threshold) == (12, False)
+    slow.learn(X, y, owner)
+    assert_same(fast, slow)
+
+
+def test_rows_after_the_last_check_are_learned_unchecked():
+    k, n, m = 2, 20, 100
+    X, y = make_data(m, n, seed=9)
+    owner = np.arange(m) % k
+    fast, slow = pair(k, n, eta0=0.3)
+    slow.learn(X[:40], y[:40], owner[:40])
+    below = slow.distances().max() * 1.01  # one threshold for every check: quiet after 20 and 40 rows
+    assert fast.learn_until_violation(X.indptr, X.indices, X.data, y, owner, [20, 40], below) == (2, False)
+    slow.learn(X[40:], y[40:], owner[40:])  # and on to the end, though the distances grow past it
+    assert slow.distances().max() > below
+    assert_same(fast, slow)
+    fast, _ = pair(k, n, eta0=0.3)  # no check at all: learn
+    assert fast.learn_until_violation(X.indptr, X.indices, X.data, y, owner, [], 0.0) == (0, False)
+    assert_same(fast, slow)
+
+
+def test_checks_before_any_row_and_at_the_same_row_are_all_made():
+    """Rounds in which no learner has a row (shards that ended) put several checks at one row."""
+    X, y = make_data(10, 5, seed=3)
+    L = OnlineLearners(2, 5, eta0=0.3)  # w = r = 0: every distance is 0
+    owner = np.arange(10) % 2
+    assert L.learn_until_violation(X.indptr, X.indices, X.data, y, owner, [0, 0, 10, 10], [1.0, 1.0, np.inf, -1.0]) \
+        == (4, True)
+    assert L.examples.sum() == 10
+    M = OnlineLearners(2, 5, eta0=0.3)
+    assert M.learn_until_violation(X.indptr, X.indices, X.data, y, owner, [0, 0, 4], [1.0, -1.0, 1.0]) == (2, True)
+    assert M.examples.sum() == 0  # it stopped before the first row
 
 
 # -- variance monitoring: projections of w − r on the last reference changes (fda) ----

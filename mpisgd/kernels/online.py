@@ -158,40 +158,52 @@ def mean_model(alpha, s, V, bias, out):
 
 @njit(cache=True, nogil=True)  # lets the reader thread read ahead meanwhile
 def learn_rows(
-    indptr, indices, data, y, owner,
+    indptr, indices, data, y, owner, check_end, threshold,
     alpha, s, V, bias, P, Q, steps,
     A, U, alpha_sum, s_sum, bias_sum, n_avg,
     r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness, rda_gamma, rda_l1,
     fit_intercept, regularize_bias, average, classification, ties_are_errors,
-    loss_sum, errors, examples, Xi, PX,
+    loss_sum, errors, examples, Xi, PX, R, r_bias, dist,
 ):  # fmt: skip
-    """Predict, charge, then learn from each row i with learner owner[i].
+    """Predict, charge, then learn from each row i with learner owner[i];
+    after the first check_end[c] rows (ascending), check c: every learner's
+    ‖w_l − r‖² ≤ threshold[c] (+inf: no check), stopping right after the
+    first check that finds a violator (the dynamic protocol learns through
+    its quiet checks this way).
 
-    Returns (status, row): (OK, −1), or the first row that is bad input
-    (a label outside ±1 for a classification loss, a non-finite feature
-    value, an owner outside [0, k), a feature index outside [0, n) or row
-    bounds outside ``indices``) or where the run diverged (a prediction
-    or update that is not finite); nothing from that row on is processed.
+    Returns (status, row, checks, violated): (OK, −1) or the first row that
+    is bad input (a label outside ±1 for a classification loss, a non-finite
+    feature value, an owner outside [0, k), a feature index outside [0, n)
+    or row bounds outside ``indices``) or where the run diverged (a
+    prediction or update that is not finite), nothing from that row on
+    processed; the checks made, and whether the last of them found a
+    violator (if not, every row was learned).
     """
     k, n = V.shape
     J = Xi.shape[0]
+    made = 0  # the checks made
+    n_checks = check_end.shape[0]
     for i in range(y.shape[0]):
+        if made < n_checks and check_end[made] == i:  # (a test per row: the checks' call only where one is due)
+            made, violated = checks_after(i, made, check_end, threshold, alpha, s, P, Q, bias, R, r_bias, dist)
+            if violated:
+                return OK, -1, made, True
         l = owner[i]
         if l < 0 or l >= k:
-            return BAD_OWNER, i
+            return BAD_OWNER, i, made, False
         yi = y[i]
         if classification and abs(yi) != 1.0:
-            return BAD_LABEL, i
+            return BAD_LABEL, i, made, False
         lo, hi = indptr[i], indptr[i + 1]
         if not 0 <= lo <= hi <= min(indices.shape[0], data.shape[0]):
-            return BAD_INDEX, i
+            return BAD_INDEX, i, made, False
         rx = 0.0
         vx = 0.0
         for jj in range(lo, hi):
             x = data[jj]
             j = indices[jj]
             if not 0 <= j < n:  # every later use of j is in this row: checked once here
-                return BAD_INDEX, i
+                return BAD_INDEX, i, made, False
             rx += r[j] * x
             vx += V[l, j] * x
         p = alpha[l] * rx + s[l] * vx + bias[l]  # p = w·x + b
@@ -205,8 +217,8 @@ def learn_rows(
         if not math.isfinite(p):  # a non-finite feature always makes p so (0·inf is NaN)
             for jj in range(lo, hi):
                 if not math.isfinite(data[jj]):
-                    return BAD_FEATURE, i
-            return DIVERGED, i
+                    return BAD_FEATURE, i, made, False
+            return DIVERGED, i, made, False
         lv, g = loss_and_dloss(loss_code, p, yi, loss_param)
         loss_sum[l] += lv
         if classification and (p * yi < 0.0 or (p == 0.0 and ties_are_errors)):
@@ -228,7 +240,7 @@ def learn_rows(
                 xx += data[jj] * data[jj]
             step = -pa_tau(rule, lv, xx, aggressiveness) * yi
         if not (decay >= 0.0 and math.isfinite(step)):
-            return DIVERGED, i
+            return DIVERGED, i, made, False
         if decay == 0.0:  # γλ = 1 (1/(λt) at t = 1): w ← −γg·x forgets w entirely
             if average:
                 flush_average(l, alpha_sum, s_sum, V, U, A, r)
@@ -280,7 +292,23 @@ def learn_rows(
             s[l] = 1.0
             exact_pq(l, V, r, P, Q)
             exact_px(l, V, Xi, PX)
-    return OK, -1
+    made, violated = checks_after(y.shape[0], made, check_end, threshold, alpha, s, P, Q, bias, R, r_bias, dist)
+    return OK, -1, made, violated
+
+
+@njit(cache=True)
+def checks_after(rows, made, check_end, threshold, alpha, s, P, Q, bias, R, r_bias, dist):
+    """``learn_rows``' checks due once ``rows`` rows are learned, the first
+    ``made`` of them made already. Returns (checks made, whether the last of
+    them found a violator)."""
+    while made < check_end.shape[0] and check_end[made] == rows:
+        made += 1
+        if threshold[made - 1] < math.inf:
+            distances(alpha, s, P, Q, bias, R, r_bias, dist)
+            for l in range(dist.shape[0]):
+                if dist[l] > threshold[made - 1]:
+                    return made, True
+    return made, False
 
 
 @njit(cache=True, inline="always")
@@ -324,41 +352,3 @@ def summaries(alpha, s, P, Q, bias, R, r_bias, PX, RX, Xi, out):
         out[l, 0] = a1 * a1 * R + 2.0 * a1 * s[l] * P[l] + s[l] * s[l] * Q[l] + db * db
         for q in range(Xi.shape[0]):
             out[l, 1 + q] = a1 * RX[q] + s[l] * PX[l, q] + db * Xi[q, n]  # ⟨(α − 1)r + s·v, ξ_w⟩ + (b − r_b)ξ_b
-
-
-@njit(cache=True, nogil=True)
-def learn_until_violation(
-    indptr, indices, data, y, owner, seg_end, threshold,
-    alpha, s, V, bias, P, Q, steps,
-    A, U, alpha_sum, s_sum, bias_sum, n_avg,
-    r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness, rda_gamma, rda_l1,
-    fit_intercept, regularize_bias, average, classification, ties_are_errors,
-    loss_sum, errors, examples, Xi, PX, R, r_bias, dist,
-):  # fmt: skip
-    """``learn_rows`` segment by segment, rows [seg_end[i−1], seg_end[i]);
-    after segment i every learner checks ‖w_l − r‖² ≤ threshold[i] (+inf: no
-    check). Stops after the first segment with a violator.
-
-    Returns (status, row, segments): the status and row of ``learn_rows``,
-    and the number of segments learned (the last one violated, unless all
-    were learned).
-    """
-    start = 0
-    for i in range(seg_end.shape[0]):
-        end = seg_end[i]
-        status, row = learn_rows(
-            indptr[start : end + 1], indices, data, y[start:end], owner[start:end],
-            alpha, s, V, bias, P, Q, steps, A, U, alpha_sum, s_sum, bias_sum, n_avg,
-            r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness, rda_gamma, rda_l1,
-            fit_intercept, regularize_bias, average, classification, ties_are_errors,
-            loss_sum, errors, examples, Xi, PX,
-        )  # fmt: skip
-        if status != OK:
-            return status, start + row, i
-        start = end
-        if threshold[i] < math.inf:
-            distances(alpha, s, P, Q, bias, R, r_bias, dist)
-            for l in range(dist.shape[0]):
-                if dist[l] > threshold[i]:
-                    return OK, -1, i + 1
-    return OK, -1, seg_end.shape[0]
