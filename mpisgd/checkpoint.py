@@ -50,8 +50,9 @@ import numpy as np
 from mpisgd.atomic import atomic_path
 from mpisgd.errors import MpisgdError
 
-FORMAT_VERSION = 3  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
-# 3: the transport's result counts (async mode) and the time spent waiting
+FORMAT_VERSION = 4  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
+# 3: the transport's result counts (async mode) and the time spent waiting; 4: --delta auto's record
+# names its formula (rda has a rule of its own)
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out

@@ -59,6 +59,7 @@ FDA_ESTIMATES = ("linear", "exact")  # exact: the simulator's oracle δ, a diagn
 HEDGES = ("counter", "half")  # Kamp et al.'s violation counter, or the authors' later DynamicHedgeSync
 AUTO = "auto"  # delta = AUTO: Δ measured in a pilot (``auto_delta``, docs/ALGORITHMS.md §4.4)
 DELTA_SCALE = 3.6  # c of the auto rule Δ = c·η·√(η·G) (measured: docs/ALGORITHMS.md §4.4)
+RDA_DELTA_SCALE = 0.006  # c of the rda learners' rule Δ = c·η²·G (measured: docs/ALGORITHMS.md §4.4)
 PILOT_ROUNDS = 8  # P: rounds of the pilot (unchecked: kept short, docs/ALGORITHMS.md §4.4)
 PACE = 256  # R: rounds between the default mode's pacing barriers (measured: docs/RUNNING.md, "Pacing")
 SHARED = "shared"  # node_size = SHARED: the nodes of MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
@@ -71,7 +72,7 @@ class ProtocolConfig:
     name: str = "dynamic"
     period: int = 1  # b: rounds between syncs (static) or checks (dynamic)
     delta: object = 1.0  # Δ, or Δ0 when delta_decay, or AUTO (measured in a pilot of pilot_rounds rounds)
-    delta_scale: float = DELTA_SCALE  # c of the auto rule Δ = c·η·√(η·G) (auto_delta)
+    delta_scale: float = None  # c of the auto rule (auto_delta; None: the rule's own, DELTA_SCALE or RDA_DELTA_SCALE)
     pilot_rounds: int = PILOT_ROUNDS  # P: with delta AUTO, rounds 1..P are unchecked and measure G
     budget: float = None  # F: Δ steered at each full sync toward F times static b=8's bytes (None: off)
     hedge: str = "counter"  # counter: Kamp et al.'s v ≥ k forces a full sync; half: B doubles until |B| ≥ k/2
@@ -104,7 +105,7 @@ class ProtocolConfig:
                                       f"got {self.delta!r}")
         elif self.delta_decay and self.name == "dynamic":
             raise MpisgdError("protocol: delta_decay needs a numeric delta (Δ0), not 'auto'")
-        if not (math.isfinite(self.delta_scale) and self.delta_scale > 0):
+        if self.delta_scale is not None and not (math.isfinite(self.delta_scale) and self.delta_scale > 0):
             raise MpisgdError(f"protocol: delta_scale (c of --delta auto) must be > 0, got {self.delta_scale!r}")
         if int(self.pilot_rounds) != self.pilot_rounds or self.pilot_rounds < 1:
             raise MpisgdError(f"protocol: pilot_rounds must be an integer >= 1, got {self.pilot_rounds!r}")
@@ -502,29 +503,37 @@ def auto_delta(config, learner, statistics):
     and η_P²·G (the squared length of a first step), times c. G is the mean
     over the pilot's rows of every learner of ``pilot_values``, from
     [(Σ, rows)] per learner in learner order, summed with math.fsum; η_P the
-    step size at round P (passive-aggressive rules: 1; rda: 1/(γ√P)).
-    Returns (Δ, the record for report.json)."""
+    step size at round P (passive-aggressive rules: 1). For rda, whose step
+    1/(γ√t) decays and whose model has no stationary fluctuation, Δ = c·η_P²·G
+    with η_P = 1/(γ√P). c: ``config.delta_scale``, else the rule's own
+    (DELTA_SCALE, RDA_DELTA_SCALE). Returns (Δ, the record for report.json)."""
     from mpisgd.kernels.schedules import SCHEDULES, eta
 
     sums = [float(s) for s, _n in statistics]
     rows = sum(int(n) for _s, n in statistics)
     G = math.fsum(sums) / rows if rows else 0.0
     P = int(config.pilot_rounds)
+    rda = learner.get("rule") == "rda"
+    c = config.delta_scale if config.delta_scale is not None else RDA_DELTA_SCALE if rda else DELTA_SCALE
     step = 1.0
     if learner.get("rule", "sgd") == "sgd":
         step = float(eta(SCHEDULES[learner.get("schedule", "constant")], float(P), float(learner.get("eta0", 1.0)),
                          float(learner.get("lam", 0.0)), float(learner.get("t0", 0.0)),
                          float(learner.get("power", 0.5))))
-    elif learner.get("rule") == "rda":
+    elif rda:
         step = 1.0 / (float(learner.get("gamma", 1.0)) * math.sqrt(P))  # the step of u at round P
-    delta = config.delta_scale * step * math.sqrt(step * G)  # c·√(η · η²G): both scale like Δ
+    eta_s = f"{step:.4g}"
+    if rda:
+        delta = c * step * step * G  # c·η²G: a squared first step
+        rule, formula = "delta = c * eta_P^2 * G (rda)", f"c·η²·G = {c:g}·{eta_s}²·{G:.6g}"
+    else:
+        delta = c * step * math.sqrt(step * G)  # c·√(η · η²G): both scale like Δ
+        rule, formula = "delta = c * eta_P * sqrt(eta_P * G)", f"c·η·√(η·G) = {c:g}·{eta_s}·√({eta_s}·{G:.6g})"
     if not (math.isfinite(delta) and delta > 0):
         raise MpisgdError(f"protocol: --delta auto measured G = {G!r} over the first {P} rounds ({rows} rows): "
                           "the loss has no slope at w = 0 there; give a numeric --delta")
-    record = {"rule": "delta = c * eta_P * sqrt(eta_P * G), G = mean over the pilot's rows of dloss(0, y)^2 * "
-                      "(|x|^2 + fit_intercept)",
-              "c": config.delta_scale, "pilot_rounds": P, "eta_P": step, "G": G,
-              "pilot_rows": rows, "delta": delta}
+    record = {"rule": f"{rule}, G = mean over the pilot's rows of dloss(0, y)^2 * (|x|^2 + fit_intercept)",
+              "formula": formula, "c": c, "pilot_rounds": P, "eta_P": step, "G": G, "pilot_rows": rows, "delta": delta}
     return delta, record
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from mpisgd.errors import MpisgdError
-from mpisgd.protocol import AUGMENTATIONS, Coordinator, Pilot, ProtocolConfig, auto_delta, pilot_values
+from mpisgd.protocol import (AUGMENTATIONS, DELTA_SCALE, RDA_DELTA_SCALE, Coordinator, Pilot, ProtocolConfig,
+                             auto_delta, pilot_values)
 
 
 class DenseTransport:
@@ -306,6 +307,19 @@ def test_auto_delta_follows_the_schedule_at_the_pilots_end():
     delta, record = auto_delta(config, learner, [(5.0, 5)])
     assert record["eta_P"] == pytest.approx(2.0 / 4.0)  # η0 / P^power
     assert delta == pytest.approx(0.5 * math.sqrt(0.5))
+
+
+def test_auto_delta_of_rda_is_c_times_a_squared_first_step():
+    """RDA's step 1/(γ√t) decays: Δ = c·η_P²·G, c its own unless given."""
+    learner = {"loss": "log", "rule": "rda", "gamma": 0.01}
+    eta_p = 1.0 / (0.01 * math.sqrt(16))
+    delta, record = auto_delta(ProtocolConfig(delta="auto", pilot_rounds=16), learner, [(3.0, 2), (1.0, 2)])  # G = 1
+    assert record["eta_P"] == pytest.approx(eta_p) and record["c"] == RDA_DELTA_SCALE
+    assert delta == pytest.approx(RDA_DELTA_SCALE * eta_p**2) and "rda" in record["rule"]
+    delta, record = auto_delta(ProtocolConfig(delta="auto", pilot_rounds=16, delta_scale=2.0), learner, [(4.0, 4)])
+    assert delta == pytest.approx(2.0 * eta_p**2) and record["c"] == 2.0
+    sgd, record = auto_delta(ProtocolConfig(delta="auto", pilot_rounds=16), {"loss": "log", "eta0": 0.5}, [(4.0, 4)])
+    assert record["c"] == DELTA_SCALE and sgd == pytest.approx(DELTA_SCALE * 0.5 * math.sqrt(0.5))
 
 
 def test_auto_delta_without_a_slope_is_a_clear_error():

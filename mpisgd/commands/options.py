@@ -32,7 +32,7 @@ def node_size_value(text):
 
 def add_protocol_arguments(g):
     from mpisgd.protocol import (AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, DELTA_SCALE, FDA_ESTIMATES, HEDGES,
-                                 MODES, PACE, PILOT_ROUNDS, PROTOCOLS)
+                                 MODES, PACE, PILOT_ROUNDS, PROTOCOLS, RDA_DELTA_SCALE)
 
     g.add_argument("--protocol", choices=PROTOCOLS, default="dynamic", help="synchronization protocol")
     g.add_argument("--period", "-b", type=int, default=1,
@@ -41,8 +41,9 @@ def add_protocol_arguments(g):
                    help="divergence threshold Δ (Δ0 with --delta-decay), or auto (default): "
                    "Δ = c·η·√(η·G), G the mean squared first step ℓ'(0,y)²(‖x‖²+1) over the first "
                    "--pilot-rounds rounds of every learner, which are not checked (docs/ALGORITHMS.md §4.4)")
-    g.add_argument("--delta-scale", type=float, default=DELTA_SCALE,
-                   help="c of --delta auto: Δ is c times the geometric mean of η and η²·G")
+    g.add_argument("--delta-scale", type=float, default=None,
+                   help=f"c of --delta auto: Δ is c times the geometric mean of η and η²·G (default {DELTA_SCALE}); "
+                   f"with --rule rda, c times η²·G (default {RDA_DELTA_SCALE})")
     g.add_argument("--pilot-rounds", type=int, default=PILOT_ROUNDS, help="P: the pilot of --delta auto")
     g.add_argument("--budget", type=float, default=None,
                    help="F in (0, 1]: Δ steered at every full sync toward F times the bytes static b=8 would "
@@ -133,8 +134,7 @@ def protocol_config(args):
 
 def delta_auto_line(auto):
     """The summary line of --delta auto (report.json's delta_auto)."""
-    eta = f"{auto['eta_P']:.4g}"
-    return (f"delta auto: Δ = c·η·√(η·G) = {auto['c']:g}·{eta}·√({eta}·{auto['G']:.6g}) = {auto['delta']:.6g} "
+    return (f"delta auto: Δ = {auto['formula']} = {auto['delta']:.6g} "
             f"(G over the first {auto['pilot_rounds']} rounds, {auto['pilot_rows']} rows)")
 
 
