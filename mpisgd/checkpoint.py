@@ -52,7 +52,7 @@ from mpisgd.errors import MpisgdError
 
 FORMAT_VERSION = 4  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
 # 3: the transport's result counts (async mode) and the time spent waiting; 4: --delta auto's record
-# names its formula (rda has a rule of its own)
+# names its formula (rda has a rule of its own), and Δ and the --budget record as steered
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out
@@ -374,7 +374,8 @@ def state(run, t):
              "checkpoint": run.checkpointer.time + before["checkpoint"]}
     attrs = {"rank": run.rank, "ranks": run.size, "rounds": run.T, "rows_done": run.rows_done,
              "source": run.source.describe, "source_rows": int(run.source.n_rows),
-             "times": json.dumps(times), "delta_auto": json.dumps(run.coordinator.auto)}
+             "times": json.dumps(times), "delta_auto": json.dumps(run.coordinator.auto),
+             "delta": json.dumps(run.coordinator.delta), "budget": json.dumps(run.coordinator.budget)}
     if run.pilot is not None:  # --delta auto, the pilot not over yet
         parts = run.pilot.parts[0]
         arrays["pilot/values"] = np.concatenate(parts) if parts else np.zeros(0)
@@ -429,9 +430,9 @@ def restore(run, T):
         run.coordinator.counter = saved["counter"]
         run.coordinator.stats = ProtocolStats(**saved["stats"])
         run.coordinator.rng.bit_generator.state = saved["rng"]
-    auto = json.loads(attrs["delta_auto"])
-    if auto is not None:  # --delta auto, the pilot over
-        run.coordinator.delta, run.coordinator.auto = auto["delta"], auto
+    run.coordinator.auto = json.loads(attrs["delta_auto"])  # --delta auto: the pilot's record, once it is over
+    run.coordinator.delta = json.loads(attrs["delta"])  # as measured, or as --budget has steered it since
+    run.coordinator.budget = json.loads(attrs["budget"])  # --budget: the last steering step
     run._pilot_values = arrays.get("pilot/values")
     run.rows_done = int(attrs["rows_done"])
     if learning:

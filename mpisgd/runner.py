@@ -135,10 +135,9 @@ class Run:
         self.observer = observer
         self.central = config.protocol.central
         self.asynchronous = config.protocol.asynchronous(config.mode, self.size)
-        if (config.protocol.monitoring or config.protocol.budget) and (checkpointer is not None or
-                                                                       resume is not None):
+        if config.protocol.monitoring and (checkpointer is not None or resume is not None):
             raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
-                              "do not support fda or --budget yet")
+                              "do not support fda yet")
         self.checkpointer = checkpointer
         self.resume, self.fingerprint = resume, fingerprint
         self.resumed = None  # (round directory, t) when resumed

@@ -159,6 +159,17 @@ def test_killed_run_resumes_to_the_same_result_other_protocols(tmp_path, protoco
     kill_and_resume(tmp_path, tmp_path / "plain", args, kill_round=120, every=60)
 
 
+def test_killed_run_with_a_budget_resumes_with_the_steered_delta(tmp_path):
+    """--budget steers Δ at every full sync: a resumed run goes on from the Δ it had reached."""
+    args = [*SYNTHETIC, *PROTOCOL, "--budget", 0.3]
+    ok(tmp_path / "plain", *args)
+    budget = json.loads((tmp_path / "plain" / "report.json").read_text())["budget"]
+    assert budget["steps"] > 2 and budget["delta"] != 0.5  # steered, before and after the kill
+    kill_and_resume(tmp_path, tmp_path / "plain", args, kill_round=300, every=100)
+    resumed = json.loads((tmp_path / "killed" / "report.json").read_text())["budget"]
+    assert resumed == budget
+
+
 def test_time_based_checkpoints_change_no_counter(tmp_path, reference):
     out = tmp_path / "timed"
     ok(out, *SYNTHETIC, *PROTOCOL, "--checkpoint-seconds", 1e-9, "--poll-rows", 50)
