@@ -37,6 +37,7 @@ same messages and bytes as an uninterrupted one. An async cut's messages
 and are counted as control.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -52,7 +53,8 @@ from mpisgd.errors import MpisgdError
 
 FORMAT_VERSION = 4  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
 # 3: the transport's result counts (async mode) and the time spent waiting; 4: --delta auto's record
-# names its formula (rda has a rule of its own), and Δ and the --budget record as steered
+# names its formula (rda has a rule of its own), and Δ and the --budget record as steered;
+# checksums: Fletcher-32 on the datasets, SHA-256 of the attributes
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out
@@ -105,21 +107,33 @@ def rank_file(directory, rank):
     return os.path.join(directory, f"rank-{int(rank)}.h5")
 
 
+def _attrs_digest(attrs):
+    """SHA-256 of a rank file's attributes (all but itself), in name order."""
+    text = json.dumps({k: (v.item() if isinstance(v, np.generic) else v) for k, v in attrs.items()
+                       if k != "attrs_sha256"}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def write_rank(path, arrays, attrs):
-    """Write one rank's state atomically: ``arrays`` {name: ndarray}, ``attrs``
-    {name: int, float or str}; the format version is added."""
+    """Write one rank's state atomically: ``arrays`` {name: ndarray}, each
+    with HDF5's Fletcher-32 checksum (but the empty and the scalar ones, which
+    cannot be chunked), and ``attrs`` {name: int, float or str}, with the
+    format version and their SHA-256 (``read_rank`` checks both)."""
     import h5py
 
+    attrs = {"format_version": FORMAT_VERSION, **attrs}
     with atomic_path(path, fsync=True) as tmp, h5py.File(tmp, "w") as f:
-        f.attrs["format_version"] = FORMAT_VERSION
         for name, value in attrs.items():
             f.attrs[name] = value
+        f.attrs["attrs_sha256"] = _attrs_digest(attrs)
         for name, value in arrays.items():
-            f.create_dataset(name, data=np.asarray(value))
+            value = np.asarray(value)
+            f.create_dataset(name, data=value, fletcher32=value.size > 0 and value.ndim > 0)
 
 
 def read_rank(path):
-    """(arrays, attrs) of a rank file; refuses another format version."""
+    """(arrays, attrs) of a rank file; refuses another format version, and a
+    file whose data or attributes do not match their checksums."""
     import h5py
 
     if not os.path.exists(path):
@@ -128,7 +142,10 @@ def read_rank(path):
 
     def take(name, obj):
         if isinstance(obj, h5py.Dataset):
-            arrays[name] = obj[()]
+            try:
+                arrays[name] = obj[()]
+            except OSError as exc:  # Fletcher-32 mismatch, or a chunk that cannot be read
+                raise MpisgdError(f"checkpoint {path}: dataset {name!r} is corrupt ({exc})") from None
 
     try:
         with h5py.File(path, "r") as f:
@@ -140,6 +157,8 @@ def read_rank(path):
     if version != FORMAT_VERSION:
         raise MpisgdError(f"checkpoint {path}: format version {version}, this mpisgd reads version "
                           f"{FORMAT_VERSION}")
+    if attrs.get("attrs_sha256") != _attrs_digest(attrs):
+        raise MpisgdError(f"checkpoint {path}: its attributes do not match their checksum (corrupt)")
     return arrays, attrs
 
 

@@ -221,6 +221,35 @@ def test_resume_refuses_another_format_version(tmp_path, reference):
     assert f"{manifest}: format version 99" in text, text
 
 
+def test_a_rank_file_with_a_flipped_bit_or_an_altered_attribute_is_refused(tmp_path):
+    import h5py
+
+    from mpisgd.checkpoint import read_rank, write_rank
+    from mpisgd.errors import MpisgdError
+
+    path = tmp_path / "rank-0.h5"
+    arrays = {"learners/V": np.arange(1000.0), "pilot/values": np.zeros(0), "transport/epoch": np.array(3)}
+    write_rank(str(path), arrays, {"round": 5, "delta": "0.5"})
+    back, attrs = read_rank(str(path))
+    for name, value in arrays.items():
+        np.testing.assert_array_equal(back[name], value)
+    assert attrs["round"] == 5 and attrs["delta"] == "0.5"
+    good = path.read_bytes()
+    with h5py.File(path, "r") as f:
+        V = f["learners/V"]
+        at = (V.id.get_offset() if V.chunks is None else V.id.get_chunk_info(0).byte_offset) + 8 * 11 + 6  # in 11.0
+    flipped = bytearray(good)
+    flipped[at] ^= 0x10
+    path.write_bytes(bytes(flipped))
+    with pytest.raises(MpisgdError, match=r"rank-0.h5: dataset 'learners/V' is corrupt"):
+        read_rank(str(path))
+    path.write_bytes(good)
+    with h5py.File(path, "r+") as f:
+        f.attrs["round"] = 6
+    with pytest.raises(MpisgdError, match=r"rank-0.h5: its attributes do not match their checksum"):
+        read_rank(str(path))
+
+
 def test_incomplete_checkpoints(tmp_path, reference):
     src = copy_checkpoints(reference, tmp_path)
     (src / "checkpoints" / "round-500" / "COMPLETE").unlink()  # as if killed while writing round 500
