@@ -672,7 +672,7 @@ class Simulation:
                                                       owner[lo:hi], round_ptr[checks - self.t] - lo,
                                                       self.coordinator.threshold(checks))
         rounds = int(checks[made - 1] - self.t) if violated else step
-        quiet = made - violated
+        quiet = made - int(violated)  # the violating check is _check's
         self.transport.quiet_checks(quiet)
         self.coordinator.count_quiet(quiet)
         self._next += quiet * self.b

@@ -39,8 +39,8 @@ def add_protocol_arguments(g):
                    help="b: rounds between full syncs (static) or checks (dynamic)")
     g.add_argument("--delta", type=delta_value, default="auto",
                    help="divergence threshold Δ (Δ0 with --delta-decay), or auto (default): "
-                   "Δ = c·η·√(η·G), G the mean squared first step ℓ'(0,y)²(‖x‖²+1) over the first "
-                   "--pilot-rounds rounds of every learner, which are not checked (docs/ALGORITHMS.md §4.4)")
+                   "Δ = c·η·√(η·G) (rda: c·η²·G), G the mean squared first step ℓ'(0,y)²(‖x‖²+1) over the "
+                   "first --pilot-rounds rounds of every learner, which are not checked (docs/ALGORITHMS.md §4.4)")
     g.add_argument("--delta-scale", type=float, default=None,
                    help=f"c of --delta auto: Δ is c times the geometric mean of η and η²·G (default {DELTA_SCALE}); "
                    f"with --rule rda, c times η²·G (default {RDA_DELTA_SCALE})")
