@@ -122,6 +122,31 @@ def main():
         d = f"{np.median(deltas) / args.delta_unit:.3g}" if deltas else "—"
         fs = per_seed[0][name]["full_syncs"]
         print(f"| {name} | {d} | " + " | ".join(cells) + f" | {fs['forced']} / {fs['hedge']} |")
+    for line in target_lines(per_seed, seeds):
+        print(line)
+
+
+def target_lines(per_seed, seeds):
+    """Issue 11's target for --delta auto, seed by seed: errors ≤ 1.01× static b=8's, and bytes ≤ 1.5×
+    those of the best hand-picked Δ (the fewest bytes among the Δ within 1 % of static's errors)."""
+    lines = []
+    for auto in [name for name in per_seed[0] if name.startswith("auto c=")]:
+        lines += ["", f"{auto} against the best hand-picked Δ (errors ≤ 1.01× static b=8's, bytes ≤ 1.5× the best's):"]
+        met, errors, shares = 0, [], []
+        for seed, s in zip(seeds, per_seed):
+            static = s["static b=8"]
+            ok = {k: v for k, v in s.items() if k.startswith("Δ=") and v["errors"] <= 1.01 * static["errors"]}
+            best = min(ok, key=lambda k: ok[k]["bytes"]) if ok else None
+            e = s[auto]["errors"] / static["errors"]
+            share = s[auto]["bytes"] / ok[best]["bytes"] if best else float("nan")
+            good = e <= 1.01 and share <= 1.5
+            met, errors, shares = met + good, errors + [e], shares + [share]
+            lines.append(f"- seed {seed}: errors {e:.3f}, bytes {s[auto]['bytes'] / static['bytes']:.3f} of static's; "
+                         f"best Δ: {best.split()[0] if best else 'none within 1 %'}; auto's bytes / best's "
+                         f"{share:.2f}: {'met' if good else 'not met'}")
+        lines.append(f"- met on {met} of {len(per_seed)} seeds; medians: errors {np.median(errors):.3f}, "
+                     f"bytes / best's {np.nanmedian(shares):.2f}")
+    return lines
 
 
 if __name__ == "__main__":
