@@ -1,9 +1,13 @@
 """Variance monitoring (fda, docs/ALGORITHMS.md §8) at paper scale, in the
 simulator, against static averaging every 8 rounds and Kamp's dynamic
 protocol, on the drifting disjunction (n = 100, k = 512, T = 25,000, drift
-0.0002, log loss, η = 1).
+0.0002, log loss, η = 1) or on the network target with unit-norm inputs
+(``--stream neuralnet-unit``: n = 150, k = 1,024, T = 2,500; raw ±1 rows with
+η = 1/150, and Θ and Δ given in unit-norm units, times 1/150, as in
+bench/bench_auto.py).
 
     python bench/fda_scale.py --seeds 5 --jobs 2          # the table of docs/REPRODUCTION.md
+    python bench/fda_scale.py --stream neuralnet-unit --seeds 3 --thetas 0.5 1 2 4 --periods 8 4 --lags 0
     python bench/fda_scale.py --kernel                     # the cost of J projections per step
 
 Every configuration of one seed learns from the same rows (``run_many``). For
@@ -24,39 +28,44 @@ from multiprocessing import get_context
 
 import numpy as np
 
-LEARNER = {"loss": "log", "eta0": 1.0, "lam": 0.0}
+LEARNER = {"loss": "log", "lam": 0.0}
+# stream: (make_stream's kind, n, k, T, η, the unit of Θ and Δ, Kamp's Δ in that unit)
+STREAMS = {"disjunction": ("disjunction", 100, 512, 25000, 1.0, 1.0, 3.0),
+           "neuralnet-unit": ("neuralnet", 150, 1024, 2500, 1 / 150, 1 / 150, 2.0)}
 
 
-def configurations(thetas, periods, lags, directions, exact, extra_b1, dynamic=True):
+def configurations(thetas, periods, lags, directions, exact, extra_b1, dynamic=True, unit=1.0, delta=3.0):
     yield "none", {"name": "none"}, "async"
     yield "static b=8", {"name": "static", "period": 8}, "async"
     if dynamic:
-        yield "dynamic Δ=3 b=8 sync", {"name": "dynamic", "period": 8, "delta": 3.0}, "sync"
-        yield "dynamic Δ=3 b=1 sync", {"name": "dynamic", "period": 1, "delta": 3.0}, "sync"
+        for b in (8, 1):
+            yield f"dynamic Δ={delta:g} b={b} sync", {"name": "dynamic", "period": b, "delta": delta * unit}, "sync"
     for b in periods:
         for lag in lags:
             for theta in thetas:
                 for J in directions:
                     yield (f"fda Θ={theta:g} b={b} lag={lag} J={J}",
-                           {"name": "fda", "period": b, "theta": theta, "fda_directions": J, "fda_lag": lag}, "sync")
+                           {"name": "fda", "period": b, "theta": theta * unit, "fda_directions": J, "fda_lag": lag},
+                           "sync")
                 if exact and b == periods[0] and lag == lags[0]:
                     yield (f"fda Θ={theta:g} b={b} lag={lag} exact",
-                           {"name": "fda", "period": b, "theta": theta, "fda_estimate": "exact", "fda_lag": lag},
-                           "sync")
+                           {"name": "fda", "period": b, "theta": theta * unit, "fda_estimate": "exact",
+                            "fda_lag": lag}, "sync")
     for theta in extra_b1:
-        yield f"fda Θ={theta:g} b=1 lag=1 J=1", {"name": "fda", "period": 1, "theta": theta}, "sync"
+        yield f"fda Θ={theta:g} b=1 lag=1 J=1", {"name": "fda", "period": 1, "theta": theta * unit}, "sync"
 
 
 def one_seed(task):
-    seed, k, rounds, confs = task
+    seed, k, rounds, confs, stream_name = task
     from mpisgd.protocol import ProtocolConfig
     from mpisgd.simulator import Simulation, make_stream, run_many
 
-    stream = make_stream("disjunction", 100, k, seed, 0.0002)
+    kind, n, _k, _T, eta0, _unit, _delta = STREAMS[stream_name]
+    stream = make_stream(kind, n, k, seed, 0.0002)
     names, sims = [], []
     for name, protocol, mode in confs:
         names.append(name)
-        sims.append(Simulation(k, 100, rounds, ProtocolConfig(**protocol), LEARNER, mode=mode))
+        sims.append(Simulation(k, n, rounds, ProtocolConfig(**protocol), dict(LEARNER, eta0=eta0), mode=mode))
     start = time.perf_counter()
     results = run_many(stream, rounds, sims)
     out = {name: {"errors": r["errors"], "messages": sum(r["messages_sent"].values()),
@@ -80,7 +89,7 @@ def kernel_cost(rounds=1000, k=512, repeats=7):
     best = dict.fromkeys(Js, np.inf)
     for _ in range(repeats):
         for J in Js:
-            L = OnlineLearners(k, 100, directions=J, **LEARNER)
+            L = OnlineLearners(k, 100, directions=J, eta0=1.0, **LEARNER)
             L.Xi[:] = np.eye(J, 101)  # any unit vectors: the cost does not depend on them
             L.learn(indptr[:2], indices, data, y[:1], owner[:1])  # compiled
             start = time.perf_counter()
@@ -93,9 +102,10 @@ def kernel_cost(rounds=1000, k=512, repeats=7):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--stream", choices=tuple(STREAMS), default="disjunction")
     p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--k", type=int, default=512)
-    p.add_argument("--rounds", type=int, default=25000)
+    p.add_argument("--k", type=int, default=None, help="learners (default: the stream's)")
+    p.add_argument("--rounds", type=int, default=None, help="T (default: the stream's)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--thetas", type=float, nargs="+", default=[0.5, 2.0])
     p.add_argument("--periods", type=int, nargs="+", default=[8, 4])
@@ -109,15 +119,18 @@ def main():
     args = p.parse_args()
     if args.kernel:
         return kernel_cost()
-    confs = list(configurations(args.thetas, args.periods, args.lags, args.directions, args.exact, args.b1, args.dynamic))
-    tasks = [(s, args.k, args.rounds, confs) for s in range(args.seeds)]
+    _kind, n, k, rounds, eta0, unit, delta = STREAMS[args.stream]
+    args.k, args.rounds = args.k or k, args.rounds or rounds
+    confs = list(configurations(args.thetas, args.periods, args.lags, args.directions, args.exact, args.b1,
+                                args.dynamic, unit, delta))
+    tasks = [(s, args.k, args.rounds, confs, args.stream) for s in range(args.seeds)]
     with get_context("spawn").Pool(args.jobs) as pool:
         per_seed = pool.map(one_seed, tasks)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(per_seed, f, indent=1)
-    print(f"disjunction n=100, k={args.k}, T={args.rounds}, {args.seeds} seeds; "
-          "ratios to static b=8 on the same seed: median [min, max]\n")
+    print(f"{args.stream} n={n}, k={args.k}, T={args.rounds}, η={eta0:.4g}, Θ and Δ in units of {unit:.4g}, "
+          f"{args.seeds} seeds; ratios to static b=8 on the same seed: median [min, max]\n")
     print("| configuration | errors | MPI messages | bytes | full syncs |\n|---|---|---|---|---|")
     for name, _p, _m in confs:
         cells = []
