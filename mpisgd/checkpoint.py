@@ -54,7 +54,7 @@ from mpisgd.errors import MpisgdError
 FORMAT_VERSION = 4  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
 # 3: the transport's result counts (async mode) and the time spent waiting; 4: --delta auto's record
 # names its formula (rda has a rule of its own), and Δ and the --budget record as steered;
-# checksums: Fletcher-32 on the datasets, SHA-256 of the attributes
+# SHA-256 digests of every dataset and of the attributes
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out
@@ -114,11 +114,20 @@ def _attrs_digest(attrs):
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _array_digest(value):
+    """SHA-256 of an array's type, shape and bytes."""
+    value = np.ascontiguousarray(value)
+    digest = hashlib.sha256(f"{value.dtype.str} {value.shape}".encode())
+    digest.update(value.reshape(-1).view(np.uint8))
+    return digest.hexdigest()
+
+
 def write_rank(path, arrays, attrs):
-    """Write one rank's state atomically: ``arrays`` {name: ndarray}, each
-    with HDF5's Fletcher-32 checksum (but the empty and the scalar ones, which
-    cannot be chunked), and ``attrs`` {name: int, float or str}, with the
-    format version and their SHA-256 (``read_rank`` checks both)."""
+    """Write one rank's state atomically: ``arrays`` {name: ndarray} and
+    ``attrs`` {name: int, float or str}, with the format version, and SHA-256
+    digests of every dataset and of the attributes, which ``read_rank``
+    checks. (Our own digests: HDF5's Fletcher-32 needs chunked datasets, and
+    flushing chunks to a full disk crashed HDF5, tests/test_full_disk.py.)"""
     import h5py
 
     attrs = {"format_version": FORMAT_VERSION, **attrs}
@@ -128,12 +137,12 @@ def write_rank(path, arrays, attrs):
         f.attrs["attrs_sha256"] = _attrs_digest(attrs)
         for name, value in arrays.items():
             value = np.asarray(value)
-            f.create_dataset(name, data=value, fletcher32=value.size > 0 and value.ndim > 0)
+            f.create_dataset(name, data=value).attrs["sha256"] = _array_digest(value)
 
 
 def read_rank(path):
     """(arrays, attrs) of a rank file; refuses another format version, and a
-    file whose data or attributes do not match their checksums."""
+    file whose data or attributes do not match their digests."""
     import h5py
 
     if not os.path.exists(path):
@@ -142,21 +151,20 @@ def read_rank(path):
 
     def take(name, obj):
         if isinstance(obj, h5py.Dataset):
-            try:
-                arrays[name] = obj[()]
-            except OSError as exc:  # Fletcher-32 mismatch, or a chunk that cannot be read
-                raise MpisgdError(f"checkpoint {path}: dataset {name!r} is corrupt ({exc})") from None
+            arrays[name] = np.asarray(obj[()])
+            if obj.attrs.get("sha256") != _array_digest(arrays[name]):
+                raise MpisgdError(f"checkpoint {path}: dataset {name!r} is corrupt (its SHA-256 does not match)")
 
     try:
         with h5py.File(path, "r") as f:
             attrs = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in f.attrs.items()}
+            version = attrs.get("format_version")
+            if version != FORMAT_VERSION:
+                raise MpisgdError(f"checkpoint {path}: format version {version}, this mpisgd reads version "
+                                  f"{FORMAT_VERSION}")
             f.visititems(take)
     except OSError as exc:
         raise MpisgdError(f"checkpoint {path}: not a readable HDF5 file ({exc})") from None
-    version = attrs.get("format_version")
-    if version != FORMAT_VERSION:
-        raise MpisgdError(f"checkpoint {path}: format version {version}, this mpisgd reads version "
-                          f"{FORMAT_VERSION}")
     if attrs.get("attrs_sha256") != _attrs_digest(attrs):
         raise MpisgdError(f"checkpoint {path}: its attributes do not match their checksum (corrupt)")
     return arrays, attrs
