@@ -175,10 +175,10 @@ def section_throughput(quick, tmp):
           f"last, i.e. without start-up and the final sync), RCV1-scale shards ({rounds:,} rows each)\n")
     # per rank: the median over ranks of each rank's own rows/s; job: rows per rank over the slowest
     # rank's loop, what the job takes (a rank that needs no other, as with none, is not held by the slowest)
+    print(f"(load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)\n")
     print("| protocol | -n 1 rows/s | -n 2 rows/s per rank | -n 2 / -n 1 | -n 1 vs none | -n 2 vs none | "
           "-n 2 job rows/s | -n 2 job vs none | -n 2 time in MPI calls | -n 2 bytes | -n 2 online error |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    print(f"(load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)\n")
     # the issue's point: dynamic at ≤ 10 % of static b=8's bytes (Δ = 3,000 here), beside the defaults
     protocols = {"none": ["--protocol", "none"], "static b=8": ["--protocol", "static", "--period", "8"],
                  "dynamic (defaults)": ["--protocol", "dynamic"],

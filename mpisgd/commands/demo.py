@@ -68,7 +68,7 @@ def table(rows):
         lines.append(
             f"{name:<13} {on['error_rate']:>12.4f} {on['errors']:>8d} {c['total_messages']:>9d} "
             f"{c['model_messages_paper']['total']:>10d} {c['total_bytes']:>11d} "
-            f"{p['full_syncs']['total']:>10d} {r['time']['wall']:>7.1f}"
+            f"{p['full_syncs']['total']:>10d} {r['time']['wall']:>7.2f}"
         )
     return lines
 
