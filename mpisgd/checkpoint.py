@@ -108,9 +108,8 @@ def rank_file(directory, rank):
 
 
 def _attrs_digest(attrs):
-    """SHA-256 of a rank file's attributes (all but itself), in name order."""
-    text = json.dumps({k: (v.item() if isinstance(v, np.generic) else v) for k, v in attrs.items()
-                       if k != "attrs_sha256"}, sort_keys=True)
+    """SHA-256 of a rank file's attributes (all but itself; Python values), in name order."""
+    text = json.dumps({k: v for k, v in attrs.items() if k != "attrs_sha256"}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -513,26 +513,24 @@ def auto_delta(config, learner, statistics):
     rows = sum(int(n) for _s, n in statistics)
     G = math.fsum(sums) / rows if rows else 0.0
     P = int(config.pilot_rounds)
-    rda = learner.get("rule") == "rda"
-    c = config.delta_scale if config.delta_scale is not None else RDA_DELTA_SCALE if rda else DELTA_SCALE
-    step = 1.0
-    if learner.get("rule", "sgd") == "sgd":
-        step = float(eta(SCHEDULES[learner.get("schedule", "constant")], float(P), float(learner.get("eta0", 1.0)),
-                         float(learner.get("lam", 0.0)), float(learner.get("t0", 0.0)),
-                         float(learner.get("power", 0.5))))
-    elif rda:
+    rule = learner.get("rule", "sgd")
+    c = config.delta_scale if config.delta_scale is not None else RDA_DELTA_SCALE if rule == "rda" else DELTA_SCALE
+    if rule == "rda":
         step = 1.0 / (float(learner.get("gamma", 1.0)) * math.sqrt(P))  # the step of u at round P
-    eta_s = f"{step:.4g}"
-    if rda:
         delta = c * step * step * G  # c·η²G: a squared first step
-        rule, formula = "delta = c * eta_P^2 * G (rda)", f"c·η²·G = {c:g}·{eta_s}²·{G:.6g}"
+        name, formula = "delta = c * eta_P^2 * G (rda)", f"c·η²·G = {c:g}·{step:.4g}²·{G:.6g}"
     else:
+        step = 1.0  # passive-aggressive rules
+        if rule == "sgd":
+            step = float(eta(SCHEDULES[learner.get("schedule", "constant")], float(P), float(learner.get("eta0", 1.0)),
+                             float(learner.get("lam", 0.0)), float(learner.get("t0", 0.0)),
+                             float(learner.get("power", 0.5))))
         delta = c * step * math.sqrt(step * G)  # c·√(η · η²G): both scale like Δ
-        rule, formula = "delta = c * eta_P * sqrt(eta_P * G)", f"c·η·√(η·G) = {c:g}·{eta_s}·√({eta_s}·{G:.6g})"
+        name, formula = "delta = c * eta_P * sqrt(eta_P * G)", f"c·η·√(η·G) = {c:g}·{step:.4g}·√({step:.4g}·{G:.6g})"
     if not (math.isfinite(delta) and delta > 0):
         raise MpisgdError(f"protocol: --delta auto measured G = {G!r} over the first {P} rounds ({rows} rows): "
                           "the loss has no slope at w = 0 there; give a numeric --delta")
-    record = {"rule": f"{rule}, G = mean over the pilot's rows of dloss(0, y)^2 * (|x|^2 + fit_intercept)",
+    record = {"rule": f"{name}, G = mean over the pilot's rows of dloss(0, y)^2 * (|x|^2 + fit_intercept)",
               "formula": formula, "c": c, "pilot_rounds": P, "eta_P": step, "G": G, "pilot_rows": rows, "delta": delta}
     return delta, record
 

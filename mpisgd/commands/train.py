@@ -72,13 +72,13 @@ def add_arguments(parser):
                         "checkpoints/ or one round-<t>/ directory); the configuration must be the same")
 
 
-def _sources(args, size, rank):
-    """This rank's RowSource (for central: the round-major stream of every learner)."""
+def _sources(args, size, rank, central):
+    """This rank's RowSource (``central``, ``ProtocolConfig.central``: the
+    round-major stream of every learner)."""
     from mpisgd.data.partition import shards_for_rank
     from mpisgd.errors import MpisgdError
     from mpisgd.data.rows import RoundMajorSource, ShardSource, StreamSource
 
-    central = args.protocol == "central"
     if args.synthetic and args.shards:
         raise MpisgdError("give either SHARD files or --synthetic, not both")
     if args.synthetic:
@@ -224,7 +224,7 @@ def run(args):
             from mpisgd.checkpoint import SUBDIR
 
             _check_out_dir(os.path.join(args.out, SUBDIR))
-    source = _sources(args, size, rank)
+    source = _sources(args, size, rank, config.protocol.central)
     data = ({"synthetic": args.synthetic, "rounds": args.rounds, "features": source.n_features,
              "seed": args.seed, "drift_prob": args.drift_prob} if args.synthetic else
             {"shards": args.shards, "epochs": args.epochs})
