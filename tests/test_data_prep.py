@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from helpers.data import real_data
+from helpers.data import real_data, small_chunks
 
 from mpisgd.cli import main
 from mpisgd.data.libsvm import load_svmlight, write_svmlight
@@ -185,18 +185,6 @@ def test_the_input_is_parsed_once(tmp_path):
     assert sum(len(v) for v in ys) == len(y)
 
 
-def _small_chunks(source, chunk_bytes=2048):
-    """The source read in chunks of ``chunk_bytes``: many blocks of rows."""
-    from mpisgd.data import libsvm
-
-    args = (source.path, source.zero_based, source.n_features)
-    source.chunks = lambda start=0, stop=None: libsvm.iter_parsed(
-        *args, start, stop, source.binary, chunk_bytes=chunk_bytes)
-    source.counts = lambda start=0, stop=None: libsvm.iter_counted(
-        *args, start, stop, source.binary, chunk_bytes=chunk_bytes)
-    return source
-
-
 def test_plain_text_goes_into_the_shards_as_parsed(tmp_path):
     """Plain LIBSVM text without a shuffle: counted first, then each parsed
     block written into the shards at once (no binary piece of the rows), the
@@ -205,7 +193,7 @@ def test_plain_text_goes_into_the_shards_as_parsed(tmp_path):
     from mpisgd.data.sources import open_source
 
     p, X, y = _input(tmp_path, rows=2000)
-    source = _small_chunks(open_source(str(p), "libsvm", "auto", None, True))
+    source = small_chunks(open_source(str(p), "libsvm", "auto", None, True))
     out = tmp_path / "out"
     seen = []
     chunks = source.chunks
@@ -245,7 +233,7 @@ def test_a_bad_line_after_rows_were_written_leaves_nothing(tmp_path, bad, messag
     out = tmp_path / "out"
     out.mkdir()
     with pytest.raises(MpisgdError, match=rf"in\.svm:1901: {message}"):
-        convert(_small_chunks(open_source(str(p))), str(out), "in", n_shards=2, log=lambda s: 0)
+        convert(small_chunks(open_source(str(p))), str(out), "in", n_shards=2, log=lambda s: 0)
     assert _files(out) == []
 
 

@@ -111,8 +111,12 @@ def test_shard_on_a_full_disk_is_not_written(disk, compression):
     assert os.listdir(disk) == []
 
 
-@pytest.mark.parametrize("shuffle_seed", [None, 3])  # written as parsed, and from the binary pieces
-def test_prep_on_a_full_disk_leaves_nothing(disk, tmp_path, shuffle_seed):
+# Written as parsed (in one block, and in many: the disk fills while the parse goes on
+# and the failed block's error comes with the next), and from the binary pieces.
+@pytest.mark.parametrize("shuffle_seed,chunk_bytes", [(None, None), (None, 4096), (3, None)])
+def test_prep_on_a_full_disk_leaves_nothing(disk, tmp_path, shuffle_seed, chunk_bytes):
+    from helpers.data import small_chunks
+
     from mpisgd.data.convert import convert
     from mpisgd.data.libsvm import write_svmlight
     from mpisgd.data.sources import open_source
@@ -124,6 +128,8 @@ def test_prep_on_a_full_disk_leaves_nothing(disk, tmp_path, shuffle_seed):
     write_svmlight(text, X, np.where(rng.random(20_000) < 0.5, -1.0, 1.0))
     out = os.path.join(disk, "out")
     with pytest.raises(MpisgdError, match="No space left on device"):
-        convert(open_source(text), out, "in", n_shards=2, shuffle_seed=shuffle_seed,
+        source = open_source(text)
+        convert(small_chunks(source, chunk_bytes) if chunk_bytes else source, out, "in",
+                n_shards=2, shuffle_seed=shuffle_seed,
                 log=lambda *a: None)
     assert os.listdir(disk) == []

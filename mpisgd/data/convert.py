@@ -14,7 +14,9 @@ parse:
    parts of every shard (``_InPlace``, ``ShardPart``).
 2. Parse and check everything, each block of rows going straight to its place
    in the shards as parsed: routed (below), grouped by shard, written by the
-   rank that parsed it, each byte once. The parse then decides for real; a
+   rank that parsed it, each byte once, on a thread of that rank while it
+   parses the next block (the text itself is read ahead on another:
+   ``textio``). The parse then decides for real; a
    bad line anywhere (or a count that the parse contradicts) aborts every
    shard, which were written under temporary names.
 
@@ -35,14 +37,15 @@ rank's rows of a shard are a contiguous range of it.
 Every row's destination depends only on its global index, so the shards
 hold the same rows in the same order for any number of ranks and either way
 of writing them. On any error the temporary directory goes (and the output
-directory, if prep made it). Memory: one text chunk per rank, plus one shard
-when shuffling.
+directory, if prep made it). Memory: two text chunks and one block of rows
+being written per rank, plus one shard when shuffling.
 """
 
 import json
 import math
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
@@ -117,7 +120,7 @@ def _gather(indptr, order):
     return take, lens
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _group(indptr, indices, data, y, key, n_keys, shift):
     """The rows of a CSR block grouped by ``key`` (stable), in one copy, with
     ``shift`` subtracted from the indices: (indptr, indices, data, y, order,
@@ -416,6 +419,7 @@ def _parse_and_write(source, out_dir, name, c, say, start, stop, piece, counted,
             try:
                 for block in _read_parsed(piece):
                     from_piece.write(*block)
+                from_piece.flush()
             except MpisgdError as exc:  # e.g. a full disk: every rank learns of it below
                 err = str(exc)
             errors = [e for e in c.allgather(err) if e]
@@ -481,6 +485,8 @@ def _parse(source, start, stop, normalize, stats, writer, piece):
                         files[field].write(np.ascontiguousarray(arr, dt).data)  # ENOSPC named
                 except OSError as exc:  # e.g. a full disk
                     raise write_error(piece, exc) from None
+        if writer is not None:
+            writer.flush()
     finally:
         for f in files.values():
             f.close()
@@ -568,7 +574,11 @@ class _InPlace:
     order, from global row ``row0``, split positions ``j0``) in place into
     every shard, whose datasets the shard's owner has allocated with the sizes
     the ranks announced (from the row lengths ``piece.lens``); each byte is
-    written once. The constructor and ``close`` are collective."""
+    written once. A block's rows are grouped and written on a thread while
+    the caller parses the next block (filling fresh page-cache pages is kernel
+    time that parsing does not need), so the arrays handed to ``write`` must
+    not be reused; ``write`` reports the previous block's error, ``flush`` the
+    last one's. The constructor and ``close`` are collective."""
 
     def __init__(self, c, piece, row0, j0, splits, shift, mapping, layout, test_fraction,
                  split_seed, out_dir, name, nf, dtype, compression, attrs):
@@ -584,6 +594,7 @@ class _InPlace:
         self.total = {job: (sum(e[job][0] for e in every), sum(e[job][1] for e in every))
                       for job in self.jobs}
         self.writers, self.parts = {}, {}
+        self.pool, self.pending = ThreadPoolExecutor(1, thread_name_prefix="prep-write"), None
         self.router = _Router(splits, layout, None, test_fraction, split_seed, row0, j0)
         self.first_key = np.cumsum([0] + [K for _, _, K in splits])  # key of (s, k): first_key[s] + k
         err = None
@@ -609,8 +620,20 @@ class _InPlace:
     def write(self, indptr, indices, data, y):
         """Write the next rows of this rank (raw indices, labels as parsed)."""
         split, shard, pos = self.router.route(len(y))
-        ip, ix, d, yw, order, rows, ents = _group(
-            indptr, indices, data, y, self.first_key[split] + shard, len(self.jobs), self.shift)
+        self.flush()
+        self.pending = self.pool.submit(self._append, indptr, indices, data, y,
+                                        self.first_key[split] + shard, pos)
+
+    def flush(self):
+        """Wait for the rows handed to ``write`` to be written (raising their error)."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.result()
+
+    def _append(self, indptr, indices, data, y, key, pos):
+        """Append a block's rows, grouped by shard (``key``), to this rank's parts."""
+        ip, ix, d, yw, order, rows, ents = _group(indptr, indices, data, y, key,
+                                                  len(self.jobs), self.shift)
         yw = _labels_as_written(yw, self.mapping)
         for job, part in self.parts.items():
             key = self.first_key[job[0]] + job[1]
@@ -626,6 +649,8 @@ class _InPlace:
     def close(self):
         """Publish the shards once every rank has written its rows (each part
         as announced); returns {(split, shard): path}."""
+        self.flush()
+        self.pool.shutdown()
         short = []
         for job, part in self.parts.items():
             part.close()
@@ -646,6 +671,7 @@ class _InPlace:
 
     def abort(self):
         """Drop this rank's parts and the shards it owns."""
+        self.pool.shutdown()  # the block being written, if any, ends first
         for part in self.parts.values():
             part.close()
         for w in self.writers.values():

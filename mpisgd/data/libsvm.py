@@ -219,7 +219,7 @@ def _parse_number(buf, i, n, pow10):
     return v, i, 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def count_lines_colons(buf, n):
     """(newlines, colons) in ``buf[:n]``: capacity bounds for rows and entries."""
     lines = 0
@@ -231,7 +231,7 @@ def count_lines_colons(buf, n):
     return lines, colons
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def parse_chunk(buf, n, index_base, max_raw, binary, indptr, indices, data, labels, stats,
                 pow10):
     """Parse whole lines in ``buf[:n]`` into preallocated CSR arrays.
@@ -377,7 +377,7 @@ def parse_chunk(buf, n, index_base, max_raw, binary, indptr, indices, data, labe
     stats[S_MAX] = mx
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def count_chunk(buf, n, index_base, max_raw, binary, lens, stats, pow10):
     """Count the rows of ``buf[:n]`` as ``parse_chunk`` finds them in a good
     file, without parsing the values: each row's non-zeros into ``lens``

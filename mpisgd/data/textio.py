@@ -11,6 +11,7 @@ import gzip
 import lzma
 import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -127,37 +128,43 @@ def _chunks(f, kind, start, stop, chunk_bytes):
     if stop is not None and pos >= stop:
         return
     buf = bytearray(max(chunk_bytes, 2 * len(carry)))
-    arr = np.frombuffer(buf, dtype=np.uint8)
-    fill = len(carry)
-    buf[:fill] = carry
-    eof = False
-    while True:
-        if not eof and fill < len(buf):
-            got = f.readinto(memoryview(buf)[fill:])
-            if got:
-                fill += got
-                if fill < len(buf):
-                    continue  # short read: keep filling
-            else:
-                eof = True
-        if fill == 0:
-            return
-        end = fill if eof else buf.rfind(b"\n", 0, fill) + 1
-        if end == 0:  # one line longer than the buffer: grow it
-            bigger = bytearray(2 * len(buf))
-            bigger[:fill] = buf[:fill]
-            buf = bigger
+    buf[: len(carry)] = carry
+    fill, eof = _fill(f, buf, len(carry))
+    spare = bytearray(len(buf))  # the next chunk, read while the caller parses this one
+    # Reading (a copy from the page cache, or decompression) overlaps the caller's
+    # work on the previous chunk; leaving the block waits for a read under way.
+    with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
+        while fill:
+            end = fill if eof else buf.rfind(b"\n", 0, fill) + 1
+            if end == 0:  # one line longer than the buffer: grow it
+                buf = buf + bytearray(len(buf))
+                fill, eof = _fill(f, buf, fill)
+                continue
             arr = np.frombuffer(buf, dtype=np.uint8)
-            continue
-        if stop is not None and pos + end > stop:
-            # Keep the lines that begin before ``stop``.
-            k = buf.find(b"\n", max(stop - 1 - pos, 0), end)
-            end = end if k < 0 else k + 1
+            if stop is not None and pos + end > stop:
+                # Keep the lines that begin before ``stop``.
+                k = buf.find(b"\n", max(stop - 1 - pos, 0), end)
+                yield arr, end if k < 0 else k + 1
+                return
+            if eof and end == fill:
+                yield arr, end
+                return
+            if len(spare) < len(buf):
+                spare = bytearray(len(buf))
+            spare[: fill - end] = buf[end:fill]  # the last line's start, carried over
+            ahead = pool.submit(_fill, f, spare, fill - end)
             yield arr, end
-            return
-        yield arr, end
-        if eof and end == fill:
-            return
-        buf[: fill - end] = buf[end:fill]
-        pos += end
-        fill -= end
+            buf, spare = spare, buf
+            pos += end
+            fill, eof = ahead.result()
+
+
+def _fill(f, buf, fill):
+    """Read into ``buf[fill:]`` until it is full or the stream ends: (fill, eof)."""
+    view = memoryview(buf)
+    while fill < len(buf):
+        got = f.readinto(view[fill:])
+        if not got:
+            return fill, True
+        fill += got
+    return fill, False
