@@ -51,10 +51,10 @@ import numpy as np
 from mpisgd.atomic import atomic_path
 from mpisgd.errors import MpisgdError
 
-FORMAT_VERSION = 4  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
+FORMAT_VERSION = 5  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
 # 3: the transport's result counts (async mode) and the time spent waiting; 4: --delta auto's record
 # names its formula (rda has a rule of its own), and Δ and the --budget record as steered;
-# SHA-256 digests of every dataset and of the attributes
+# SHA-256 digests of every dataset and of the attributes; 5: the non-zeros learned (--budget)
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out
@@ -399,6 +399,7 @@ def state(run, t):
              "loop": now - run._loop_start + before["loop"],
              "checkpoint": run.checkpointer.time + before["checkpoint"]}
     attrs = {"rank": run.rank, "ranks": run.size, "rounds": run.T, "rows_done": run.rows_done,
+             "entries_done": run.entries_done,
              "source": run.source.describe, "source_rows": int(run.source.n_rows),
              "times": json.dumps(times), "delta_auto": json.dumps(run.coordinator.auto),
              "delta": json.dumps(run.coordinator.delta), "budget": json.dumps(run.coordinator.budget)}
@@ -461,6 +462,7 @@ def restore(run, T):
     run.coordinator.budget = json.loads(attrs["budget"])  # --budget: the last steering step
     run._pilot_values = arrays.get("pilot/values")
     run.rows_done = int(attrs["rows_done"])
+    run.entries_done = int(attrs["entries_done"])
     if learning:
         run.source.seek(t)
     run.resumed = (directory, t)

@@ -272,6 +272,7 @@ class MPITransport:
         self.dones = 0  # rank 0, async: followers that have learned their last round (or a cut's)
         self.stops = 0  # rank 0, async: followers that were signalled to stop (STOP)
         self.at = 0  # async: the rounds this learner has done, which it contributes to a cut's agreement
+        self.entries = 0  # --budget: the non-zeros of the rows this learner has learned (set with ``at``)
         self._cut = None  # async: (request, agreed round) of the cut being agreed on
         self._sends = []  # (request, buffer) of nonblocking sends not known to be complete
         self._full_sync = None  # async: this rank's full sync in flight
@@ -374,15 +375,15 @@ class MPITransport:
             self._take(stop.value, True, total=True)
 
     def _full_sync_steps(self, remember=False):
-        """``_sum_steps``, then with --budget the agreement of the bytes sent
-        and the rounds done so far (Allreduce, wire.BUDGET_BYTES) that every
-        rank steers Δ by (``Coordinator.steer``)."""
+        """``_sum_steps``, then with --budget the agreement of the bytes sent,
+        the rounds done and the non-zeros learned so far (Allreduce,
+        wire.BUDGET_BYTES) that every rank steers Δ by (``Coordinator.steer``)."""
         total = yield from self._sum_steps(remember)
         if self.steer is not None:
-            mine = np.array([float(self.comm.sent_bytes.sum()), float(self.at)])  # before this Allreduce
-            agreed = np.empty(2)
+            mine = np.array([float(self.comm.sent_bytes.sum()), float(self.at), float(self.entries)])  # before it
+            agreed = np.empty(3)
             yield "Allreduce", mine, agreed, MPI.SUM
-            self.steer(agreed[0], agreed[1], self.n)
+            self.steer(agreed[0], agreed[1], agreed[2], self.n)
         return total
 
     def _sum_steps(self, remember=False):

@@ -295,19 +295,24 @@ class Coordinator:
         self.delta, self.auto = auto_delta(self.config, learner, statistics)
         return self.delta
 
-    def steer(self, spent, rounds, n_features):
+    def steer(self, spent, rounds, entries, n_features):
         """--budget F, at a full sync of the dynamic protocol, on every rank
         with the same agreed inputs (one Allreduce, wire.BUDGET_BYTES per rank):
         ``spent`` the bytes every rank has sent so far, ``rounds`` the sum of
-        the rounds every learner has done. Static b=8 sends (rounds/8)·
-        wire.dense_nbytes(n) (each learner a dense model every 8 rounds); of F
-        times that over the run (``horizon`` = k·T learner-rounds) the budget
-        plans F·S(horizon − rounds) for the rest, and F·S(horizon) − spent is
-        left: Δ ← Δ·clip(√(planned / left), ½, 2), more Δ when ahead of the
-        budget, less when behind (docs/ALGORITHMS.md §4.6)."""
+        the rounds every learner has done, ``entries`` the non-zeros of the
+        rows they learned. Static b=8 sends, per learner every 8 rounds, one
+        full sync's bytes (wire.sync_nbytes) with m₈ = min(n, ⌈8·entries /
+        rounds⌉) non-zeros in z, those of 8 rows of the mean length seen so
+        far: S(x) over x learner-rounds. Of F times that over the run
+        (``horizon`` = k·T learner-rounds) the budget plans F·S(horizon −
+        rounds) for the rest, and F·S(horizon) − spent is left: Δ ←
+        Δ·clip(√(planned / left), ½, 2), more Δ when ahead of the budget, less
+        when behind (docs/ALGORITHMS.md §4.6)."""
         from mpisgd import wire
 
-        per_round = self.config.budget / 8.0 * wire.dense_nbytes(int(n_features))  # F·S per learner-round
+        n = int(n_features)
+        m8 = min(n, math.ceil(8.0 * entries / rounds)) if rounds > 0 else n  # non-zeros of 8 rows
+        per_round = self.config.budget / 8.0 * wire.sync_nbytes(n, self.k, m8)  # F·S per learner-round
         planned = per_round * (self.horizon - rounds)  # what the budget leaves for the rest of the run
         left = per_round * self.horizon - float(spent)  # what is actually left of it
         ratio = planned / left if left > 0 else math.inf  # > 1: spent ahead of the budget
@@ -315,8 +320,10 @@ class Coordinator:
             self.delta *= min(2.0, max(0.5, math.sqrt(ratio)))  # γ = ½: measured, docs/ALGORITHMS.md §4.6
         steps = 1 + (self.budget or {}).get("steps", 0)
         self.budget = {"rule": "delta <- delta * clip(sqrt(planned / left), 1/2, 2) at each full sync, planned = F * "
-                               "(k*T - rounds) / 8 * dense_nbytes(n), left = F * k*T / 8 * dense_nbytes(n) - spent",
+                               "(k*T - rounds) / 8 * S8, left = F * k*T / 8 * S8 - spent, S8 = sync_nbytes(n, k, m8), "
+                               "m8 = min(n, ceil(8 * entries / rounds))",
                        "F": self.config.budget, "steps": steps, "spent": int(spent), "rounds": float(rounds),
+                       "entries": float(entries), "m8": int(m8), "S8": int(wire.sync_nbytes(n, self.k, m8)),
                        "horizon": self.horizon, "ratio": ratio if math.isfinite(ratio) else None, "delta": self.delta}
         return self.delta
 

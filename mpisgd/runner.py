@@ -172,6 +172,7 @@ class Run:
         self._pilot_values = None  # a resumed pilot's rows so far (pilot_values)
         self._owner = np.zeros(0, dtype=np.int64)
         self.rows_done = 0
+        self.entries_done = 0  # the non-zeros of those rows (--budget)
         self.compute_seconds = 0.0
         self.waiting_seconds = 0.0  # async: a violator waiting for its resolution
         # times spent before the checkpoint a run resumed from
@@ -216,6 +217,7 @@ class Run:
                 raise MpisgdError(f"{self.source.describe}, rows from {self.rows_done}: {exc}") from None
             self._measure(indptr, data, y, m)
             self.rows_done += m
+            self.entries_done += int(indptr[m] - indptr[0])
             want -= m
         self.compute_seconds += time.perf_counter() - start - (self.source.io_seconds - io_before)
 
@@ -256,6 +258,7 @@ class Run:
             self.source.put_back(m - learned)
             self._measure(indptr, data, y, learned)
             self.rows_done += learned
+            self.entries_done += int(indptr[learned] - indptr[0])
             t += learned
         self.compute_seconds += time.perf_counter() - start - (self.source.io_seconds - io_before)
         return t, violated
@@ -284,7 +287,7 @@ class Run:
         if self.nodes is not None:
             self.members = self.checkpoints.check(t, self.nodes, self.transport)
         else:
-            self.transport.at = t  # --budget: the rounds done, agreed at a full sync
+            self.transport.at, self.transport.entries = t, self.entries_done  # --budget: agreed at a full sync
             self.members = self.checkpoints.check(t, self.transport)
         if self.observer is not None:
             self.observer.after(t, self, self.members if self.rank == 0 else None)
@@ -398,7 +401,7 @@ class Run:
 
         def answer(t):  # whatever rank 0 needs or has sent, without waiting
             nonlocal told
-            tr.at = t
+            tr.at, tr.entries = t, self.entries_done
             if coordinator is not None:
                 coordinator.progress(t)
                 if ck is not None and t < T and not tr.cutting and (ck.signalled or tr.stops or ck.late()):
@@ -486,7 +489,7 @@ class Run:
         violation sent until then, and every result is taken; followers tell
         rank 0 they are done (DONE) and serve until it releases them (FINISH)."""
         tr = self.transport
-        tr.at = t
+        tr.at, tr.entries = t, self.entries_done
         if coordinator is None:
             tr.send_done()
             tr.serve_until_finish()

@@ -91,6 +91,7 @@ class SimTransport:
         self.variance_log = []  # fda: (sums, exact δ) of every check begun
         self.steer = None  # --budget: Coordinator.steer, after every full sync
         self.at = 0  # the rounds every learner has done (set at each check point)
+        self.entries = 0  # --budget: the non-zeros of the rows every learner has learned (set with ``at``)
         self._paced = 0  # pacing barriers started (default mode), the last one open until the next
 
     # -- counting -----------------------------------------------------------
@@ -343,7 +344,7 @@ class SimTransport:
         if self.steer is not None:  # --budget: MPITransport._full_sync_steps
             spent = self.counters()[0].sum()
             self.allreduce("full_sync", wire.BUDGET_BYTES)
-            self.steer(spent, self.at * k, n)
+            self.steer(spent, self.at * k, self.entries, n)
 
     def pace(self):
         """Default mode, at a pace round: every rank waits for the previous pacing
@@ -554,6 +555,7 @@ class Simulation:
         self._gap = self.b
         self.syncing = protocol.checking(self.k)
         self.t = 0  # rounds done
+        self.entries = 0  # non-zeros of the rows learned (every learner)
         self.drifts = np.asarray(drifts, np.int64)
         self.drift_window = int(drift_window)
         # rounds done at which the phase changes: a drift after round d puts rounds d + 1 … d + 1 + W in "drift"
@@ -628,6 +630,7 @@ class Simulation:
                     step = self._learn_through_quiet(indptr, indices, data, y, owner, round_ptr[done : done + step + 1])
                 else:
                     self._learn(indptr[lo : hi + 1], indices, data, y[lo:hi], owner[lo:hi], step)
+                self.entries += int(indptr[round_ptr[done + step]] - indptr[round_ptr[done]])
                 done += step
                 self.t += step
                 if self.pilot is not None and self.t == self.pilot.end:  # ... and counted at round P, as in MPI
@@ -706,7 +709,7 @@ class Simulation:
     def _check(self):
         """One check point; returns True when it found no violator (or static)."""
         before = self._stats_snapshot()
-        self.transport.last_count, self.transport.at = 0, self.t
+        self.transport.last_count, self.transport.at, self.transport.entries = 0, self.t, self.entries
         if self.nodes is not None:
             self.checkpoints.check(self.t, self.nodes, self.transport)
         else:

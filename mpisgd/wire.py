@@ -29,7 +29,7 @@ from mpisgd.kernels import sync
 CATEGORIES = ("violation", "balance_request", "balance_reply", "balance_result", "full_sync", "control")
 CONTROL_BYTES = 8  # one int64
 PILOT_BYTES = 16  # --delta auto: one learner's pilot statistics (Σ, rows), two float64, in an Allgather
-BUDGET_BYTES = 16  # --budget: one rank's (bytes sent, rounds done), two float64, in an Allreduce at a full sync
+BUDGET_BYTES = 24  # --budget: one rank's (bytes sent, rounds done, non-zeros learned), three float64, in an Allreduce
 # An uncompressed full sync probes for a sparse exchange only when its dense sum is larger than this: below
 # it the sum is latency-bound (α/β ≈ 12 KB on the 10gbe and ib100 presets, docs/NETWORK.md), so the
 # probe's extra collective would cost more than any bytes the pairs could save.
@@ -309,6 +309,15 @@ def sync_block_nbytes(m):
 def sync_pairs(n, k, compress, m):
     """Whether the pairs exchange (m = max nnz, from the probe) is the smaller."""
     return k * sync_block_nbytes(m) < sync_dense_nbytes(n, k, compress)
+
+
+def sync_nbytes(n, k, m):
+    """Bytes one rank sends in an uncompressed full sync of k ranks whose
+    largest z holds m non-zeros: the probe, then its pairs block or the dense sum."""
+    probe = sync_probe_size(n, k, "none")
+    if probe and sync_pairs(n, k, "none", m):
+        return 8 * probe + sync_block_nbytes(m)
+    return 8 * probe + dense_nbytes(n)
 
 
 def encode_block(alpha, bias, u, m):

@@ -332,15 +332,35 @@ def test_budget_steers_delta_by_what_is_left_against_what_the_budget_leaves():
 
     coordinator = Coordinator(ProtocolConfig(delta=2.0, budget=0.5), 2)
     coordinator.horizon = 2 * 800  # k·T
-    per_round = 0.5 / 8 * dense_nbytes(6)  # F·(static b=8's bytes) per learner-round
-    assert coordinator.steer(per_round * 800, 800, 6) == 2.0  # on budget: Δ stays
-    delta = coordinator.steer(per_round * 1000, 800, 6)  # ahead: planned 800, left 600
+    per_round = 0.5 / 8 * dense_nbytes(6)  # F·(static b=8's bytes) per learner-round: 6 features, dense
+    entries = 3 * 800.0  # 3 non-zeros a row: 8 rows fill all 6 features
+    assert coordinator.steer(per_round * 800, 800, entries, 6) == 2.0  # on budget: Δ stays
+    delta = coordinator.steer(per_round * 1000, 800, entries, 6)  # ahead: planned 800, left 600
     assert delta == pytest.approx(2.0 * math.sqrt(800 / 600))
     assert coordinator.budget["steps"] == 2 and coordinator.budget["spent"] == per_round * 1000
-    assert coordinator.steer(0.0, 800, 6) == pytest.approx(delta * math.sqrt(0.5))  # behind: Δ shrinks
+    assert coordinator.steer(0.0, 800, entries, 6) == pytest.approx(delta * math.sqrt(0.5))  # behind: Δ shrinks
     before = coordinator.delta
-    assert coordinator.steer(per_round * 1600, 1000, 6) == before * 2  # the budget used up: at most doubled
+    assert coordinator.steer(per_round * 1600, 1000, entries, 6) == before * 2  # the budget used up: at most doubled
     assert coordinator.budget["ratio"] is None
-    coordinator.steer(per_round * 10, 1600, 6)  # at the end nothing is planned: at most halved
+    coordinator.steer(per_round * 10, 1600, entries, 6)  # at the end nothing is planned: at most halved
     assert coordinator.delta == before
     assert coordinator.threshold(5) == coordinator.delta
+
+
+def test_budget_prices_static_by_the_rows_non_zeros():
+    """On wide sparse rows static b=8's full syncs exchange pairs: the budget
+    counts what they send (wire.sync_nbytes with the non-zeros of 8 rows of
+    the mean length), not a dense model."""
+    from mpisgd.wire import dense_nbytes, sync_block_nbytes, sync_nbytes
+
+    n, k = 50_000, 4
+    coordinator = Coordinator(ProtocolConfig(delta=2.0, budget=0.5), k)
+    coordinator.horizon = k * 1000
+    coordinator.steer(0.0, 4000.0, 4000.0 * 75.5, n)  # 75.5 non-zeros a row: 604 in 8 rows
+    assert coordinator.budget["m8"] == 604
+    assert coordinator.budget["S8"] == sync_nbytes(n, k, 604) == 8 + sync_block_nbytes(604)  # probe, pairs
+    assert sync_nbytes(n, k, 604) < dense_nbytes(n) / 40
+    assert sync_nbytes(n, 100, 604) == 8 + dense_nbytes(n)  # 100 blocks outweigh the dense sum
+    assert sync_nbytes(6, k, 6) == dense_nbytes(6)  # narrow: no probe, dense
+    coordinator.steer(0.0, 4000.0, 4000.0 * 10_000, n)  # 8 rows cover every feature: dense
+    assert coordinator.budget["m8"] == n and coordinator.budget["S8"] == 8 + dense_nbytes(n)
