@@ -9,11 +9,12 @@ bench/bench_auto.py).
     python bench/fda_scale.py --seeds 5 --jobs 2          # the table of docs/REPRODUCTION.md
     python bench/fda_scale.py --stream neuralnet-unit --seeds 3 --thetas 0.5 1 2 4 --periods 8 4 --lags 0
     python bench/fda_scale.py --kernel                     # the cost of J projections per step
+    ... --compress none q8        # static b=8 and every fda run also with compressed messages (--compress)
 
 Every configuration of one seed learns from the same rows (``run_many``). For
 each configuration: the median over seeds of its online errors, MPI messages
 (every message, control included) and bytes, each divided by static b=8's on
-the same seed, with the range over seeds. fda is always deterministic and
+the same seed (uncompressed), with the range over seeds. fda is always deterministic and
 lagged (each check begun at t is settled at t + b); dynamic runs in sync mode,
 which is the deterministic equivalent. ``exact`` decides on the exact variance
 (the simulator's oracle) and counts the bytes of the linear variant; lag=0
@@ -34,7 +35,16 @@ STREAMS = {"disjunction": ("disjunction", 100, 512, 25000, 1.0, 1.0, 3.0),
            "neuralnet-unit": ("neuralnet", 150, 1024, 2500, 1 / 150, 1 / 150, 2.0)}
 
 
-def configurations(thetas, periods, lags, directions, exact, extra_b1, dynamic=True, unit=1.0, delta=3.0):
+def configurations(thetas, periods, lags, directions, exact, extra_b1, dynamic=True, unit=1.0, delta=3.0,
+                   compress=("none",)):
+    """(name, protocol, mode, compress) of every run: static b=8 and fda with each compression."""
+    for name, protocol, mode in _configurations(thetas, periods, lags, directions, exact, extra_b1, dynamic, unit,
+                                                delta):
+        for c in compress if protocol["name"] in ("static", "fda") else ("none",):
+            yield name + ("" if c == "none" else f" {c}"), protocol, mode, c
+
+
+def _configurations(thetas, periods, lags, directions, exact, extra_b1, dynamic, unit, delta):
     yield "none", {"name": "none"}, "async"
     yield "static b=8", {"name": "static", "period": 8}, "async"
     if dynamic:
@@ -63,9 +73,10 @@ def one_seed(task):
     kind, n, _k, _T, eta0, _unit, _delta = STREAMS[stream_name]
     stream = make_stream(kind, n, k, seed, 0.0002)
     names, sims = [], []
-    for name, protocol, mode in confs:
+    for name, protocol, mode, compress in confs:
         names.append(name)
-        sims.append(Simulation(k, n, rounds, ProtocolConfig(**protocol), dict(LEARNER, eta0=eta0), mode=mode))
+        sims.append(Simulation(k, n, rounds, ProtocolConfig(**protocol), dict(LEARNER, eta0=eta0, compress=compress),
+                               mode=mode))
     start = time.perf_counter()
     results = run_many(stream, rounds, sims)
     out = {name: {"errors": r["errors"], "messages": sum(r["messages_sent"].values()),
@@ -116,13 +127,15 @@ def main():
     p.add_argument("--no-dynamic", dest="dynamic", action="store_false", help="leave out Kamp's protocol")
     p.add_argument("--json", default=None, help="also write the per-seed results here")
     p.add_argument("--kernel", action="store_true", help="only the kernel's cost of the projections")
+    p.add_argument("--compress", nargs="+", default=["none"], choices=("none", "fp16", "q8"),
+                   help="static b=8 and fda also with these message compressions")
     args = p.parse_args()
     if args.kernel:
         return kernel_cost()
     _kind, n, k, rounds, eta0, unit, delta = STREAMS[args.stream]
     args.k, args.rounds = args.k or k, args.rounds or rounds
     confs = list(configurations(args.thetas, args.periods, args.lags, args.directions, args.exact, args.b1,
-                                args.dynamic, unit, delta))
+                                args.dynamic, unit, delta, args.compress))
     tasks = [(s, args.k, args.rounds, confs, args.stream) for s in range(args.seeds)]
     with get_context("spawn").Pool(args.jobs) as pool:
         per_seed = pool.map(one_seed, tasks)
@@ -132,7 +145,7 @@ def main():
     print(f"{args.stream} n={n}, k={args.k}, T={args.rounds}, η={eta0:.4g}, Θ and Δ in units of {unit:.4g}, "
           f"{args.seeds} seeds; ratios to static b=8 on the same seed: median [min, max]\n")
     print("| configuration | errors | MPI messages | bytes | full syncs |\n|---|---|---|---|---|")
-    for name, _p, _m in confs:
+    for name, *_ in confs:
         cells = []
         for key in ("errors", "messages", "bytes"):
             ratios = np.array([s[name][key] / s["static b=8"][key] for s in per_seed])
