@@ -630,9 +630,9 @@ class _InPlace:
         if pending is not None:
             pending.result()
 
-    def _append(self, indptr, indices, data, y, key, pos):
-        """Append a block's rows, grouped by shard (``key``), to this rank's parts."""
-        ip, ix, d, yw, order, rows, ents = _group(indptr, indices, data, y, key,
+    def _append(self, indptr, indices, data, y, keys, pos):
+        """Append a block's rows, grouped by shard (each row's key), to this rank's parts."""
+        ip, ix, d, yw, order, rows, ents = _group(indptr, indices, data, y, keys,
                                                   len(self.jobs), self.shift)
         yw = _labels_as_written(yw, self.mapping)
         for job, part in self.parts.items():
