@@ -312,7 +312,8 @@ class Coordinator:
 
         n = int(n_features)
         m8 = min(n, math.ceil(8.0 * entries / rounds)) if rounds > 0 else n  # non-zeros of 8 rows
-        per_round = self.config.budget / 8.0 * wire.sync_nbytes(n, self.k, m8)  # F·S per learner-round
+        s8 = wire.sync_nbytes(n, self.k, m8)  # what one learner sends in static's full sync every 8 rounds
+        per_round = self.config.budget / 8.0 * s8  # F·S per learner-round
         planned = per_round * (self.horizon - rounds)  # what the budget leaves for the rest of the run
         left = per_round * self.horizon - float(spent)  # what is actually left of it
         ratio = planned / left if left > 0 else math.inf  # > 1: spent ahead of the budget
@@ -323,7 +324,7 @@ class Coordinator:
                                "(k*T - rounds) / 8 * S8, left = F * k*T / 8 * S8 - spent, S8 = sync_nbytes(n, k, m8), "
                                "m8 = min(n, ceil(8 * entries / rounds))",
                        "F": self.config.budget, "steps": steps, "spent": int(spent), "rounds": float(rounds),
-                       "entries": float(entries), "m8": int(m8), "S8": int(wire.sync_nbytes(n, self.k, m8)),
+                       "entries": float(entries), "m8": int(m8), "S8": int(s8),
                        "horizon": self.horizon, "ratio": ratio if math.isfinite(ratio) else None, "delta": self.delta}
         return self.delta
 

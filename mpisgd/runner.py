@@ -278,6 +278,11 @@ class Run:
             self.coordinator.set_auto_delta(statistics, self.config.learner)
             self.pilot = None
 
+    def _tell_progress(self, transport, t):
+        """What this rank has done, for the agreements that use it: its rounds
+        (an async cut's round, --budget) and the non-zeros it learned (--budget)."""
+        transport.at, transport.entries = t, self.entries_done
+
     # -- protocol steps (sync mode) -----------------------------------------------------
 
     def _check(self, t):
@@ -287,7 +292,7 @@ class Run:
         if self.nodes is not None:
             self.members = self.checkpoints.check(t, self.nodes, self.transport)
         else:
-            self.transport.at, self.transport.entries = t, self.entries_done  # --budget: agreed at a full sync
+            self._tell_progress(self.transport, t)
             self.members = self.checkpoints.check(t, self.transport)
         if self.observer is not None:
             self.observer.after(t, self, self.members if self.rank == 0 else None)
@@ -401,7 +406,7 @@ class Run:
 
         def answer(t):  # whatever rank 0 needs or has sent, without waiting
             nonlocal told
-            tr.at, tr.entries = t, self.entries_done
+            self._tell_progress(tr, t)
             if coordinator is not None:
                 coordinator.progress(t)
                 if ck is not None and t < T and not tr.cutting and (ck.signalled or tr.stops or ck.late()):
@@ -489,7 +494,7 @@ class Run:
         violation sent until then, and every result is taken; followers tell
         rank 0 they are done (DONE) and serve until it releases them (FINISH)."""
         tr = self.transport
-        tr.at, tr.entries = t, self.entries_done
+        self._tell_progress(tr, t)
         if coordinator is None:
             tr.send_done()
             tr.serve_until_finish()
