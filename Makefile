@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make demo   runs the main job on built-in data
-#   make test   runs the whole test suite (serial, then under mpiexec at 2 and 3 ranks)
+#   make test   runs the whole test suite (serial, then under mpiexec at 2 and 3 ranks,
+#               and the default mode's invariants at 4)
 # Both create or refresh the virtual environment .venv from pyproject.toml.
 
 PYTHON  ?= python3
@@ -18,7 +19,7 @@ PYTEST  := $(PY) -m pytest -q -ra
 # thread method); a job still running after MPI_JOB_TIMEOUT s is killed.
 MPI_TEST_TIMEOUT ?= 300
 MPI_JOB_TIMEOUT  ?= 1800
-mpi_pytest = timeout -k 10 $(MPI_JOB_TIMEOUT) $(MPIEXEC) -n $(1) $(PYTEST) -x --only-mpi -m mpi \
+mpi_pytest = timeout -k 10 $(MPI_JOB_TIMEOUT) $(MPIEXEC) -n $(1) $(PYTEST) $(2) -x --only-mpi -m mpi \
 	-p no:cacheprovider --timeout $(MPI_TEST_TIMEOUT) --timeout-method thread $(PYTEST_OK)
 
 .PHONY: venv demo test test-serial test-mpi test-properties bench reproduce clean venv-mpi bench-network
@@ -45,6 +46,7 @@ test-serial: $(STAMP)
 test-mpi: $(STAMP)
 	$(call mpi_pytest,2)
 	$(call mpi_pytest,3)
+	$(call mpi_pytest,4,tests/test_async.py)  # a result relayed by two hops (needs 4 ranks)
 
 # The property tests alone at CI's budget, 10,000 hypothesis cases per decoder (the "ci"
 # profile of tests/conftest.py; `make test` runs them at the environment's: "dev", 1,000,

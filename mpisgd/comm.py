@@ -14,7 +14,8 @@ the default async mode (start_fetch, start_distances, start_full_sync); on
 the other ranks the answers (``serve`` until END in sync mode, ``poll`` in
 async mode); the sync-mode check (``begin_check``: violation Isends and a
 nonblocking Allreduce of the count; ``end_check``), the static and final
-Allreduce, and the async violations, DONE and FINISH, exactly as
+Allreduce, and the async violations, DONE and FINISH, the relays of async
+results and FULLSYNC commands from member to member, exactly as
 docs/WIRE.md lays out; and the async mode's consistent cut for checkpoints
 (``start_cut``/CUT, ``cut_round``, STOP: docs/RUNNING.md, "Checkpoint and resume").
 Hierarchical synchronization (``--node-size``): ``node_communicators`` splits
@@ -276,6 +277,7 @@ class MPITransport:
         self._cut = None  # async: (request, agreed round) of the cut being agreed on
         self._sends = []  # (request, buffer) of nonblocking sends not known to be complete
         self._full_sync = None  # async: this rank's full sync in flight
+        self._deferred = None  # async: (ready, action) of a message of rank 0 that waits for a relayed result
         # async: the pacing barriers (``start_pace``) on a duplicate communicator, made here
         # while every rank is at the start; None in sync mode
         self._pacing = comm.Dup() if asynchronous else None
@@ -491,32 +493,36 @@ class MPITransport:
         return _wait(self.start_distances())
 
     def send_balanced(self, ids, model, new_reference):
-        """Learners ids take ``model`` (balance_result); with new_reference it also becomes r."""
+        """Learners ids take ``model`` (balance_result); with new_reference it also becomes r.
+        Async: relayed (docs/WIRE.md, "Relays"), so rank 0 sends it once."""
         model = np.asarray(model, dtype=np.float64)
-        if any(int(i) != 0 for i in ids):
+        ids = [int(i) for i in ids]
+        others = [i for i in ids if i != 0]
+        tag = NEWREF if new_reference else BALANCED
+        self.results_sent[ids] += 1
+        if others:
             buf = self.learners.encode(0, model)
             if self.learners.compress != "none":
                 model = self.learners.decode(buf)  # every member takes the model sent
-        tag = NEWREF if new_reference else BALANCED
-        mine = False
-        for i in ids:
-            i = int(i)
-            self.results_sent[i] += 1
-            if i == 0:
-                mine = True
+            if self.asynchronous:
+                self._isend(np.concatenate([buf, wire.relay_trailer(others, self.k)]), others[0], tag,
+                            "balance_result")
             else:
-                self._isend(buf, i, tag, "balance_result")
-        if mine or new_reference:
+                for i in others:
+                    self._isend(buf, i, tag, "balance_result")
+        if 0 in ids or new_reference:
             self._take(model, new_reference)
         self._prune_sends()
 
     # -- coordinator side, nonblocking (rank 0; blocking calls wait on these) ----
 
     def start_fetch(self, ids):
+        """REQUEST to each learner of ids but 0, carrying the results rank 0 has sent it:
+        it replies once it has taken them all (a relayed one may come after the request)."""
         ids = [int(i) for i in ids]
         for i in ids:
             if i != 0:
-                self._isend(_int64(i), i, REQUEST, "balance_request")
+                self._isend(_int64(self.results_sent[i]), i, REQUEST, "balance_request")
         return _Replies(self, ids, REPLY, "balance_reply")
 
     def start_distances(self):
@@ -525,10 +531,12 @@ class MPITransport:
         return _Replies(self, list(range(self.k)), DISTANCE, "control")
 
     def start_full_sync(self):
-        """Async full sync: FULLSYNC to every follower, and this rank's part of
-        the nonblocking Allreduce; completes through the returned handle."""
-        for i in range(1, self.k):
-            self._isend(_int64(FULLSYNC), i, COMMAND, "control")
+        """Async full sync: FULLSYNC to rank 1, relayed to every follower, and this
+        rank's part of the nonblocking Allreduce; completes through the returned
+        handle. The command carries the parity of the results sent to each rank:
+        one relayed to it may come after the command, and it joins once taken
+        (at most one is ever in flight to a rank: ``handle``)."""
+        self._isend(wire.fullsync_command(FULLSYNC, self.results_sent & 1), 1, COMMAND, "control")
         self.results_sent += 1
         return self._join_full_sync()
 
@@ -545,48 +553,84 @@ class MPITransport:
             pass
 
     def poll(self):
-        """Async mode: answer whatever rank 0 has sent, without waiting.
-        Returns FINISH when rank 0 has ended the run."""
+        """Async mode: answer whatever rank 0 (or a member relaying its message)
+        has sent, without waiting. Returns FINISH when rank 0 has ended the run."""
         if self._full_sync is not None:
             self._full_sync.test()
+        self._prune_sends()
         while True:
-            found = self.comm.probe(0, MPI.ANY_TAG, block=False)
+            found = self.comm.probe(MPI.ANY_SOURCE, MPI.ANY_TAG, block=False)
             if found is None:
                 return None
             if self.handle(found) == FINISH:
                 return FINISH
 
     def handle(self, found):
-        """Follower: act on one message from rank 0 (already probed as ``found``).
-        Returns the command code for COMMAND messages, else None."""
-        _src, tag = found
+        """Follower: act on one message (already probed as ``found``): from rank 0,
+        or in async mode a result or FULLSYNC relayed by another member, handed
+        on at once (docs/WIRE.md, "Relays"). Returns the command code for
+        COMMAND messages, else None.
+
+        Async, a relayed result can come after a later message of rank 0 (a
+        REQUEST, or a relayed FULLSYNC by another path): those wait
+        (``_when``) until this learner has taken every result sent before
+        them. At most one result is ever in flight to a learner: rank 0 sends
+        it another only once it is a member again, through a current
+        violation (sent after taking it) or a reply (given after taking it)."""
+        src, tag = found
         if self._full_sync is not None:  # rank 0 sends more only once every rank has joined it
             _wait(self._full_sync)
         if tag == REQUEST:
             req = np.empty(1, dtype=np.int64)
             self.comm.Recv(req, 0, REQUEST, "balance_request")
-            self.comm.Send(self._message(), 0, REPLY, "balance_reply")
-            self.pending = self.pending or self.asynchronous  # a member now: the result will come
+            self._when(lambda: self.epoch >= req[0], self._reply)
             return None
         if tag in (BALANCED, NEWREF):
-            buf, _s, _t = self.comm.recv_bytes_message(0, tag, "balance_result")
-            self._take(self.learners.decode(buf), tag == NEWREF)
+            buf, _s, _t = self.comm.recv_bytes_message(src, tag, "balance_result")
+            message = buf
+            if self.asynchronous:
+                message, onward = wire.relay_result(buf, self.rank, self.k)
+                for child, part in onward:
+                    self._isend(part, child, tag, "balance_result")
+            self._take(self.learners.decode(message), tag == NEWREF)
+            self._when(None, None)
             return None
         if tag != COMMAND:
-            raise MpisgdError(f"rank {self.rank}: unexpected message tag {tag} from rank 0")
-        cmd = np.empty(1, dtype=np.int64)
-        self.comm.Recv(cmd, 0, COMMAND, "control")
-        code = int(cmd[0])
+            raise MpisgdError(f"rank {self.rank}: unexpected message tag {tag} from rank {src}")
+        buf, _s, _t = self.comm.recv_bytes_message(src, COMMAND, "control")
+        if len(buf) < 8:
+            raise MpisgdError(f"rank {self.rank}: a command of {len(buf)} bytes from rank {src}")
+        code = int(buf[:8].view(np.int64)[0])
         if code == DIST:
             self.comm.Send(np.array([self.learners.distances()[0]]), 0, DISTANCE, "control")
         elif code == FULLSYNC:
             if self.asynchronous:
-                self._join_full_sync()
+                parity, onward = wire.fullsync_forward(buf, self.rank, self.k)
+                for child, part in onward:
+                    self._isend(part, child, COMMAND, "control")
+                self._when(lambda: self.epoch % 2 == parity, self._join_full_sync)
             else:
                 self.full_sync()
         elif code == CUT:
             self._join_cut()
         return code
+
+    def _reply(self):
+        """Answer a REQUEST: this learner's model to rank 0 (balance_reply)."""
+        self.comm.Send(self._message(), 0, REPLY, "balance_reply")
+        self.pending = self.pending or self.asynchronous  # a member now: the result will come
+
+    def _when(self, ready, action):
+        """Carry out ``action`` once ``ready()``: now, or after the relayed result
+        it waits for (each result taken calls ``_when(None, None)``)."""
+        if ready is not None:
+            if self._deferred is not None:
+                raise MpisgdError(f"rank {self.rank}: a second message of rank 0 arrived while one waits "
+                                  "for a relayed result")
+            self._deferred = (ready, action)
+        if self._deferred is not None and self._deferred[0]():
+            action, self._deferred = self._deferred[1], None
+            action()
 
     def send_violation_async(self):
         """Follower, async: Isend this rank's model as a violation tagged with its epoch."""
@@ -633,7 +677,12 @@ class MPITransport:
 
     def start_cut(self):
         """Rank 0: CUT to every follower, and this rank's part of the agreement
-        on the cut's round (the largest round any learner has done)."""
+        on the cut's round (the largest round any learner has done). Not while
+        this rank's full sync is in flight (the caller asks again later): its
+        relayed FULLSYNC could reach a follower after the CUT, which would then
+        join the two collectives in the other order."""
+        if self._full_sync is not None:
+            return
         for i in range(1, self.k):
             self._isend(_int64(CUT), i, COMMAND, "control")
         self._join_cut()
@@ -660,9 +709,13 @@ class MPITransport:
         self.dones = self.stops = 0
 
     def serve_until_finish(self):
-        """Follower, async, after its last round: answer rank 0 until FINISH."""
+        """Follower, async, after its last round: answer rank 0 until FINISH, and
+        until the result of its resolution, if one is still being relayed, is taken."""
         while self.poll() != FINISH:
             os.sched_yield()  # a waiting rank leaves its core to the ranks that must progress
+        while self.pending:
+            self.poll()
+            os.sched_yield()
         if self._full_sync is not None:
             _wait(self._full_sync)
         self.complete_sends()

@@ -410,7 +410,7 @@ class Run:
             if coordinator is not None:
                 coordinator.progress(t)
                 if ck is not None and t < T and not tr.cutting and (ck.signalled or tr.stops or ck.late()):
-                    tr.start_cut()  # a checkpoint is due: agree on the round of a cut
+                    tr.start_cut()  # a checkpoint is due: agree on the round of a cut (once no full sync is in flight)
             else:
                 tr.poll()
                 if ck is not None and ck.signalled and not told:

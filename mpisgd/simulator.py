@@ -120,6 +120,29 @@ class SimTransport:
             else:
                 self.log.wait(0 if up else r, self._ids)
 
+    def relay(self, ranks, category, nbytes):
+        """One message to each of ``ranks`` (increasing, not 0), of nbytes (one
+        per rank), relayed in heap order as the default mode's results and
+        FULLSYNC commands are (docs/WIRE.md, "Relays"): rank 0 sends to
+        ranks[0], ranks[p] to ranks[2p + 1] and ranks[2p + 2]; each hands it on
+        once it has it."""
+        ranks = np.asarray(ranks, np.int64)
+        if not len(ranks):
+            return
+        nbytes = np.broadcast_to(np.asarray(nbytes, np.int64), ranks.shape)
+        parents = wire.relay_parents(len(ranks))
+        senders = np.where(parents < 0, 0, ranks[parents])
+        c = CAT[category]
+        np.add.at(self._sent_bytes[:, c], senders, nbytes)
+        np.add.at(self._sent_msgs[:, c], senders, 1)
+        self._recv_bytes[ranks, c] += nbytes
+        self._recv_msgs[ranks, c] += 1
+        if self.log is not None:
+            for src, dst, m in zip(senders.tolist(), ranks.tolist(), nbytes.tolist()):  # parents first
+                self._ids += 1
+                self.log.send(src, dst, m, self._ids)
+                self.log.wait(dst, self._ids)
+
     def down_to_all(self, category, nbytes):
         """One message of nbytes from rank 0 to every other rank (a command)."""
         self._log_messages(np.arange(1, len(self._sent_bytes)), nbytes, up=False)
@@ -307,7 +330,10 @@ class SimTransport:
             model, nbytes = L.decode(buf), len(buf)  # every member takes the model sent
         else:
             nbytes = wire.model_nbytes(int(np.count_nonzero(model[:n])), n)
-        self.down(others, "balance_result", nbytes)
+        if self.mode == "sync":
+            self.down(others, "balance_result", nbytes)
+        else:
+            self.relay(others, "balance_result", wire.relay_result_nbytes(nbytes, len(others), L.k))
         members = set(np.asarray(ids).tolist())
         progress = {l: L.progress(l, z) for l, z in self.sent.items() if new_reference or l in members}
         if new_reference:
@@ -320,10 +346,13 @@ class SimTransport:
 
     def full_sync(self):
         """The Allreduce; inside a resolution (``resolving``) rank 0 first sends
-        COMMAND FULLSYNC to every other rank. Every current model goes into the mean."""
-        if self.resolving:
-            self.down_to_all("control", wire.CONTROL_BYTES)
+        COMMAND FULLSYNC to every other rank (relayed in the default mode). Every
+        current model goes into the mean."""
         L, n, k, compress = self.L, self.L.n_features, self.L.k, self.L.compress
+        if self.resolving and self.mode == "sync":
+            self.down_to_all("control", wire.CONTROL_BYTES)
+        elif self.resolving:
+            self.relay(np.arange(1, k), "control", wire.fullsync_nbytes(k))
         ids = np.arange(k)
         z, nnz, scales = L.sync_parts(ids)
         probe = wire.sync_probe_size(n, k, compress)

@@ -21,6 +21,8 @@ buffers actually passed to MPI.
 Categories of the byte and message counters.
 """
 
+import functools
+
 import numpy as np
 
 from mpisgd.errors import MpisgdError
@@ -384,3 +386,103 @@ def _check_buffer(buf):
     if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1):
         raise MpisgdError(f"wire: a model message is a 1-D uint8 buffer, not {type(buf).__name__} "
                           f"{getattr(buf, 'dtype', '')}{getattr(buf, 'shape', '')}")
+
+
+
+# Relays (the default mode, docs/WIRE.md "Relays"). Rank 0 sends a balancing
+# set's result, or a full sync's command, to the set's first member only; every
+# member hands it on to at most two more, in heap order over the set's ranks
+# m_0 < m_1 < … (m_p to m_{2p+1} and m_{2p+2}), so that rank 0 sends one message
+# per resolution and the last of m members has it after ⌈log2(m + 1)⌉ hops. A
+# message carries what its receiver's subtree needs: a result the subtree's
+# ranks, int32 [ranks…, count] after the model message (int32 [-1] when the set
+# is every rank but 0: its heap is implicit, rank j to 2j and 2j + 1); FULLSYNC
+# one bit per rank of the subtree, the parity of the results rank 0 has sent it.
+EVERYONE = -1
+
+
+@functools.lru_cache(maxsize=64)
+def _subtree_sizes(m):
+    size = np.ones(m, np.int64)
+    for p in range(m - 1, 0, -1):
+        size[(p - 1) // 2] += size[p]
+    size.flags.writeable = False
+    return size
+
+
+def relay_subtree(m, p):
+    """Positions of position p's subtree in a heap of m positions: p's
+    descendants level by level, which is increasing and is itself in heap order."""
+    levels, lo, width = [], p, 1
+    while lo < m:
+        levels.append(np.arange(lo, min(lo + width, m)))
+        lo, width = 2 * lo + 1, 2 * width
+    return np.concatenate(levels)
+
+
+def relay_parents(m):
+    """The position each of m positions gets the message from (-1: rank 0)."""
+    return (np.arange(m) - 1) // 2
+
+
+def relay_trailer(ranks, k):
+    """The trailer of a result to ranks[0], whose subtree is ``ranks`` (increasing)."""
+    if len(ranks) == k - 1:
+        return np.array([EVERYONE], dtype=np.int32).view(np.uint8)
+    return np.append(np.asarray(ranks, dtype=np.int32), np.int32(len(ranks))).view(np.uint8)
+
+
+def relay_result_nbytes(message_nbytes, m, k):
+    """Bytes of each of the m messages that relay a result of ``message_nbytes``
+    to m of k ranks (in heap order)."""
+    if m == k - 1:
+        return np.full(m, message_nbytes + 4, np.int64)
+    return message_nbytes + 4 * (_subtree_sizes(m) + 1)
+
+
+def relay_result(buf, rank, k):
+    """A relayed result as ``rank`` receives it: (model message, [(child,
+    message to it), …]). Refuses a trailer that does not fit the buffer or is
+    not an increasing list of ranks in [1, k) starting with ``rank``."""
+    _check_buffer(buf)
+    if len(buf) < 4:
+        raise MpisgdError(f"relayed result: {len(buf)} bytes, too short for its set")
+    m = int(buf[-4:].view(np.int32)[0])
+    if m == EVERYONE:
+        return buf[:-4], [(c, buf) for c in (2 * rank, 2 * rank + 1) if c < k]
+    if not 1 <= m < k or len(buf) < 4 * (m + 1):
+        raise MpisgdError(f"relayed result: a set of {m} members does not fit {len(buf)} bytes at {k} ranks")
+    ranks = buf[-4 * (m + 1):-4].view(np.int32)
+    if ranks[0] != rank or ranks.max() >= k or np.any(np.diff(ranks) <= 0):
+        raise MpisgdError(f"relayed result at rank {rank}: its set {ranks.tolist()} is not increasing ranks "
+                          f"in [1, {k}) from {rank}")
+    message = buf[:-4 * (m + 1)]
+    return message, [(int(ranks[c]), np.concatenate([message, relay_trailer(ranks[relay_subtree(m, c)], k)]))
+                     for c in (1, 2) if c < m]
+
+
+def fullsync_command(head, parity):
+    """The default mode's FULLSYNC to rank 1: int64 ``head`` and the parity of
+    the results sent to each rank 1 … k−1 (``parity``, 0/1 by rank, rank 0's ignored)."""
+    return np.concatenate([np.array([head], np.int64).view(np.uint8),
+                           np.packbits(np.asarray(parity[1:], np.uint8), bitorder="little")])
+
+
+def fullsync_nbytes(k):
+    """Bytes of each FULLSYNC message to ranks 1 … k−1 (rank j's carries its subtree's bits)."""
+    return 8 + (_subtree_sizes(k - 1) + 7) // 8
+
+
+def fullsync_forward(buf, rank, k):
+    """FULLSYNC as ``rank`` receives it: (its own parity bit, [(child, message
+    to it), …]), the bits of each child's subtree cut out of its own."""
+    mine = 1 + relay_subtree(k - 1, rank - 1)  # the ranks of this subtree, increasing
+    if len(buf) != 8 + (len(mine) + 7) // 8:
+        raise MpisgdError(f"FULLSYNC at rank {rank}: {len(buf)} bytes, not those of its {len(mine)} ranks' bits")
+    bits = np.unpackbits(buf[8:], count=len(mine), bitorder="little")
+    out = []
+    for child in (2 * rank, 2 * rank + 1):
+        if child < k:
+            theirs = np.searchsorted(mine, 1 + relay_subtree(k - 1, child - 1))
+            out.append((child, np.concatenate([buf[:8], np.packbits(bits[theirs], bitorder="little")])))
+    return int(bits[0]), out

@@ -178,6 +178,102 @@ def test_a_fetched_member_awaits_the_result_and_keeps_its_steps():
     comm.Free()
 
 
+def _count(tr, side, category):
+    counts = tr.comm.sent_messages if side == "sent" else tr.comm.recv_messages
+    from mpisgd import wire
+
+    return int(counts[wire.CATEGORIES.index(category)])
+
+
+@pytest.mark.mpi(min_size=3)
+def test_a_request_that_overtakes_a_relayed_result_waits_for_it():
+    """Rank 0 sends a result to {1, 2}, which rank 1 relays to rank 2, then asks
+    rank 2 for its model. Rank 2 gets the request first (rank 1 has not polled
+    yet): it answers only once it has taken the relayed result, so the model it
+    sends is the result."""
+    comm, steps, learners, tr, coordinator = _setup(delta=1.0)
+    rank = comm.Get_rank()
+    _set(learners, np.full(N + 1, 0.1 * (rank + 1)))
+    result = learners.weights_z(np.full(N, 0.7), 0.3)
+    if coordinator is not None:
+        tr.send_balanced([1, 2], result, False)
+        fetch = tr.start_fetch([2])
+    steps.Barrier()
+    ok = True
+    if rank == 2:
+        while _count(tr, "received", "balance_request") == 0:
+            tr.poll()
+        ok = _count(tr, "received", "balance_result") == 0 and _count(tr, "sent", "balance_reply") == 0
+    steps.Barrier()
+    if rank == 1:
+        while tr.epoch == 0:
+            tr.poll()
+        ok = _count(tr, "sent", "balance_result") == 1  # handed on to rank 2
+    if rank == 2:
+        while _count(tr, "sent", "balance_reply") == 0:
+            tr.poll()
+    if coordinator is not None:
+        from mpisgd.comm import _wait
+
+        fetched = _wait(fetch)[0]
+        ok = np.allclose(fetched, result, atol=1e-12)
+        tr.send_balanced([2], fetched, False)  # rank 2's resolution ends
+        tr.finish()
+    else:
+        tr.serve_until_finish()
+    if rank in (1, 2):
+        ok = ok and np.allclose(_model(learners), np.append(np.full(N, 0.7), 0.3), atol=1e-12)
+    ok = ok and not tr.pending and tr._deferred is None
+    assert all(_all(steps, ok))
+    steps.Free()
+    comm.Free()
+
+
+@pytest.mark.mpi(min_size=4)
+def test_a_relayed_full_sync_that_overtakes_a_relayed_result_waits_for_it():
+    """Rank 0 sends a result to {2, 3} (0 → 2 → 3), then starts a full sync
+    (FULLSYNC 0 → 1 → 2, 3 …). Rank 3 gets the command from rank 1 before rank
+    2 has relayed the result: it joins only once it has taken it, so the mean
+    is that of every current model, with the result in both members'."""
+    comm, steps, learners, tr, coordinator = _setup(delta=1.0)
+    rank, k = comm.Get_rank(), comm.Get_size()
+    w = np.full(N + 1, 0.1 * (rank + 1))
+    _set(learners, w)
+    w_result = np.full(N + 1, 0.7)
+    current = np.array(steps.allgather(w_result if rank in (2, 3) else w))
+    if coordinator is not None:
+        tr.send_balanced([2, 3], learners.weights_z(w_result[:N], w_result[N]), False)
+        full_sync = tr.start_full_sync()
+    steps.Barrier()
+    ok = True
+    if rank == 1:
+        while _count(tr, "received", "control") == 0:
+            tr.poll()  # takes FULLSYNC and hands it on to ranks 2 and 3
+    steps.Barrier()
+    if rank == 3:
+        while _count(tr, "received", "control") == 0:
+            tr.poll()
+        ok = _count(tr, "received", "balance_result") == 0 and tr._full_sync is None  # waits for the result
+    steps.Barrier()
+    if coordinator is not None:
+        from mpisgd.comm import _wait
+
+        _wait(full_sync)
+    else:
+        while tr.references == 0:
+            tr.poll()
+    models = np.array(steps.allgather(_model(learners)))
+    np.testing.assert_allclose(models, np.broadcast_to(current.mean(axis=0), models.shape), atol=1e-12)
+    if coordinator is not None:
+        tr.finish()
+    else:
+        tr.serve_until_finish()
+    ok = ok and not tr.pending and tr._deferred is None and tr._full_sync is None
+    assert all(_all(steps, ok))
+    steps.Free()
+    comm.Free()
+
+
 def test_the_pacing_barrier_holds_a_learner_until_every_rank_has_entered_it():
     """A learner that has entered the pacing barrier of a pace round is paced
     (may go past the next one) only once every rank has entered it; entering

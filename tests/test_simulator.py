@@ -227,6 +227,28 @@ def test_transport_counts_collectives_at_every_rank():
     assert list(sent_b[:, v]) == [0, 28, 40, 0] and recv_b[0, v] == 68 and recv_m[0, v] == 2
 
 
+def test_relayed_messages_leave_rank_0_once_and_each_member_at_most_twice():
+    """The default mode's results and FULLSYNC commands (docs/WIRE.md, "Relays"):
+    rank 0 sends one message, each member receives one and hands it on to at
+    most two; in the event log every member waits for its message before
+    sending, and on a network every receiver gets it within ⌈log2(m + 1)⌉ hops."""
+    from mpisgd import netmodel
+
+    k = 8
+    tr = SimTransport(OnlineLearners(k, 3), log=netmodel.EventLog())
+    tr.relay(np.array([2, 3, 5, 6, 7]), "balance_result", 40)
+    sent_b, recv_b, sent_m, recv_m = tr.counters()
+    c = wire.CATEGORIES.index("balance_result")
+    assert list(sent_m[:, c]) == [1, 0, 2, 2, 0, 0, 0, 0]  # 0 → 2; 2 → 3, 5; 3 → 6, 7
+    assert list(sent_m[:, c] * 40) == list(sent_b[:, c])
+    assert list(recv_m[:, c]) == [0, 0, 1, 1, 0, 1, 1, 1] and recv_b[:, c].sum() == 5 * 40
+    sends = tr.log.events[tr.log.events["kind"] == netmodel.SEND]
+    assert [(int(e["rank"]), int(e["peer"])) for e in sends] == [(0, 2), (2, 3), (2, 5), (3, 6), (3, 7)]
+    net = netmodel.Network("test", alpha=1.0, beta=0.0, o=0.0)
+    p = netmodel.replay(tr.log.events, k, net, 0.0, tr.log.groups)
+    assert p.wall == pytest.approx(3.0)  # three hops of α to ranks 6 and 7
+
+
 def test_central_counts_the_start_allreduce_at_every_rank():
     k, T = 5, 20
     result = simulate(DisjunctionStream(10, k, seed=1), T, ProtocolConfig(name="central"), LEARNER)

@@ -213,3 +213,69 @@ def test_quantized_sum_is_unbiased():
         sums[t, n + 1] -= k  # x holds α − 1 already
     se = sums.std(axis=0) / np.sqrt(trials)
     assert np.all(np.abs(sums.mean(axis=0) - x.sum(axis=0)) <= 4.5 * se)
+
+
+
+def _walk(first, forward):
+    """Every (rank, message, hops) a relayed message reaches from rank 0's
+    message ``first`` (to its first rank), handed on by ``forward(rank, buf)``
+    -> (what the rank keeps, [(child, buf), …])."""
+    seen, frontier = {}, [(*first, 1)]
+    while frontier:
+        rank, buf, hops = frontier.pop()
+        assert rank not in seen  # handed on once
+        kept, onward = forward(rank, buf)
+        assert len(onward) <= 2
+        seen[rank] = (kept, buf, hops)
+        frontier += [(child, part, hops + 1) for child, part in onward]
+    return seen
+
+
+@pytest.mark.parametrize("m, k", [(1, 600), (2, 600), (3, 600), (6, 600), (7, 600), (31, 600), (255, 600),
+                                  (7, 8), (1, 2), (255, 256)])
+def test_a_relayed_result_reaches_every_member_once_in_log_depth(m, k):
+    """Rank 0's one message reaches each of the m members exactly once, with
+    the model message intact, after ⌈log2(m + 1)⌉ hops at most; each member's
+    message has the size the simulator counts (relay_result_nbytes, by position)."""
+    rng = np.random.default_rng(m)
+    members = np.sort(rng.choice(np.arange(1, k), size=m, replace=False))
+    message = wire.encode(1.0, 0.5, np.array([0, 2], np.int32), np.array([1.0, -2.0]), 10)
+    first = (int(members[0]), np.concatenate([message, wire.relay_trailer(members, k)]))
+    seen = _walk(first, lambda rank, buf: wire.relay_result(buf, rank, k))
+    assert sorted(seen) == members.tolist()
+    assert max(h for _kept, _buf, h in seen.values()) == int(np.ceil(np.log2(m + 1)))
+    sizes = wire.relay_result_nbytes(len(message), m, k)
+    for p, rank in enumerate(members.tolist()):
+        kept, buf, _h = seen[rank]
+        np.testing.assert_array_equal(kept, message)
+        assert len(buf) == sizes[p]
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 9, 64, 65, 300])
+def test_fullsync_brings_each_rank_its_own_parity(k):
+    """FULLSYNC from rank 1 down the implicit heap: every rank gets it once,
+    reads its own bit of the parity rank 0 packed, and each message has the
+    size the simulator counts (fullsync_nbytes)."""
+    parity = np.random.default_rng(k).integers(0, 2, size=k)
+    seen = _walk((1, wire.fullsync_command(2, parity)), lambda rank, buf: wire.fullsync_forward(buf, rank, k))
+    assert sorted(seen) == list(range(1, k))
+    assert max(h for _b, _buf, h in seen.values()) == int(np.ceil(np.log2(k)))
+    sizes = wire.fullsync_nbytes(k)
+    for rank, (bit, buf, _h) in seen.items():
+        assert bit == parity[rank] and len(buf) == sizes[rank - 1]
+        assert buf[:8].view(np.int64)[0] == 2
+
+
+@pytest.mark.parametrize("trailer", [np.array([5], np.int32), np.array([3, 2, 2], np.int32),
+                                     np.array([0, 1], np.int32), np.array([3, 9, 2], np.int32),
+                                     np.array([4, 3, 2], np.int32), np.array([-2], np.int32),
+                                     np.array([4, 5, 2], np.int32)])
+def test_a_relayed_result_with_a_bad_set_is_refused(trailer):
+    """Rank 3 receives it: its set must start with 3, increase, and stay in [1, 8)."""
+    message = wire.encode(1.0, 0.0, np.array([1], np.int32), np.array([1.0]), 10)
+    with pytest.raises(MpisgdError, match="relayed result"):
+        wire.relay_result(np.concatenate([message, trailer.view(np.uint8)]), 3, 8)
+    with pytest.raises(MpisgdError, match="relayed result"):
+        wire.relay_result(np.zeros(3, np.uint8), 3, 8)
+    with pytest.raises(MpisgdError, match="FULLSYNC"):
+        wire.fullsync_forward(np.zeros(12, np.uint8), 3, 8)
