@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   runs the main job on built-in data
 #   make test   runs the whole test suite (serial, then under mpiexec at 2 and 3 ranks,
-#               and the default mode's invariants at 4)
+#               and the default mode's invariants at 11)
 # Both create or refresh the virtual environment .venv from pyproject.toml.
 
 PYTHON  ?= python3
@@ -46,7 +46,7 @@ test-serial: $(STAMP)
 test-mpi: $(STAMP)
 	$(call mpi_pytest,2)
 	$(call mpi_pytest,3)
-	$(call mpi_pytest,4,tests/test_async.py)  # a result relayed by two hops (needs 4 ranks)
+	$(call mpi_pytest,11,tests/test_async.py)  # relayed results and commands (wire.RELAY_ABOVE + 3 ranks)
 
 # The property tests alone at CI's budget, 10,000 hypothesis cases per decoder (the "ci"
 # profile of tests/conftest.py; `make test` runs them at the environment's: "dev", 1,000,

@@ -494,7 +494,7 @@ class MPITransport:
 
     def send_balanced(self, ids, model, new_reference):
         """Learners ids take ``model`` (balance_result); with new_reference it also becomes r.
-        Async: relayed (docs/WIRE.md, "Relays"), so rank 0 sends it once."""
+        Async: relayed to a large set (docs/WIRE.md, "Relays"), so rank 0 sends it once."""
         model = np.asarray(model, dtype=np.float64)
         ids = [int(i) for i in ids]
         others = [i for i in ids if i != 0]
@@ -504,9 +504,12 @@ class MPITransport:
             buf = self.learners.encode(0, model)
             if self.learners.compress != "none":
                 model = self.learners.decode(buf)  # every member takes the model sent
-            if self.asynchronous:
+            if self.asynchronous and wire.relayed(len(others)):
                 self._isend(np.concatenate([buf, wire.relay_trailer(others, self.k)]), others[0], tag,
                             "balance_result")
+            elif self.asynchronous:  # each member's message names it alone: it hands it on to no one
+                for i in others:
+                    self._isend(np.concatenate([buf, wire.relay_trailer([i], self.k)]), i, tag, "balance_result")
             else:
                 for i in others:
                     self._isend(buf, i, tag, "balance_result")
@@ -531,12 +534,17 @@ class MPITransport:
         return _Replies(self, list(range(self.k)), DISTANCE, "control")
 
     def start_full_sync(self):
-        """Async full sync: FULLSYNC to rank 1, relayed to every follower, and this
-        rank's part of the nonblocking Allreduce; completes through the returned
-        handle. The command carries the parity of the results sent to each rank:
-        one relayed to it may come after the command, and it joins once taken
-        (at most one is ever in flight to a rank: ``handle``)."""
-        self._isend(wire.fullsync_command(FULLSYNC, self.results_sent & 1), 1, COMMAND, "control")
+        """Async full sync: FULLSYNC to every follower, relayed from rank 1 when
+        there are many (docs/WIRE.md, "Relays"), and this rank's part of the
+        nonblocking Allreduce; completes through the returned handle. A relayed
+        command carries the parity of the results sent to each rank: one
+        relayed to it may come after the command, and it joins once taken (at
+        most one is ever in flight to a rank: ``handle``)."""
+        if wire.relayed(self.k - 1):
+            self._isend(wire.fullsync_command(FULLSYNC, self.results_sent & 1), 1, COMMAND, "control")
+        else:
+            for i in range(1, self.k):
+                self._isend(_int64(FULLSYNC), i, COMMAND, "control")
         self.results_sent += 1
         return self._join_full_sync()
 
@@ -604,7 +612,9 @@ class MPITransport:
         if code == DIST:
             self.comm.Send(np.array([self.learners.distances()[0]]), 0, DISTANCE, "control")
         elif code == FULLSYNC:
-            if self.asynchronous:
+            if self.asynchronous and not wire.relayed(self.k - 1):
+                self._join_full_sync()  # sent directly, after every result sent to this rank
+            elif self.asynchronous:
                 parity, onward = wire.fullsync_forward(buf, self.rank, self.k)
                 for child, part in onward:
                     self._isend(part, child, COMMAND, "control")

@@ -122,12 +122,13 @@ class SimTransport:
 
     def relay(self, ranks, category, nbytes):
         """One message to each of ``ranks`` (increasing, not 0), of nbytes (one
-        per rank), relayed in heap order as the default mode's results and
-        FULLSYNC commands are (docs/WIRE.md, "Relays"): rank 0 sends to
-        ranks[0], ranks[p] to ranks[2p + 1] and ranks[2p + 2]; each hands it on
-        once it has it."""
+        per rank), as the default mode's results and FULLSYNC commands go
+        (docs/WIRE.md, "Relays"): to more than ``wire.RELAY_ABOVE`` ranks in
+        heap order, rank 0 sending to ranks[0], ranks[p] to ranks[2p + 1] and
+        ranks[2p + 2], each once it has it; to fewer, from rank 0 directly."""
         ranks = np.asarray(ranks, np.int64)
-        if not len(ranks):
+        if not wire.relayed(len(ranks)):
+            self.down(ranks, category, nbytes)
             return
         nbytes = np.broadcast_to(np.asarray(nbytes, np.int64), ranks.shape)
         parents = wire.relay_parents(len(ranks))

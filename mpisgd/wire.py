@@ -389,16 +389,29 @@ def _check_buffer(buf):
 
 
 
-# Relays (the default mode, docs/WIRE.md "Relays"). Rank 0 sends a balancing
-# set's result, or a full sync's command, to the set's first member only; every
-# member hands it on to at most two more, in heap order over the set's ranks
-# m_0 < m_1 < … (m_p to m_{2p+1} and m_{2p+2}), so that rank 0 sends one message
-# per resolution and the last of m members has it after ⌈log2(m + 1)⌉ hops. A
-# message carries what its receiver's subtree needs: a result the subtree's
-# ranks, int32 [ranks…, count] after the model message (int32 [-1] when the set
-# is every rank but 0: its heap is implicit, rank j to 2j and 2j + 1); FULLSYNC
-# one bit per rank of the subtree, the parity of the results rank 0 has sent it.
+# Relays (the default mode, docs/WIRE.md "Relays"). Rank 0 sends a result to a
+# set of more than RELAY_ABOVE members, or a full sync's command to more than
+# RELAY_ABOVE followers, to the first only; every member hands it on to at most
+# two more, in heap order over the set's ranks m_0 < m_1 < … (m_p to m_{2p+1}
+# and m_{2p+2}), so that rank 0 sends one message and the last of m members has
+# it after ⌈log2(m + 1)⌉ hops. A message carries what its receiver's subtree
+# needs: a result the subtree's ranks, int32 [ranks…, count] after the model
+# message (int32 [-1] when the set is every rank but 0: its heap is implicit,
+# rank j to 2j and 2j + 1); FULLSYNC one bit per rank of the subtree, the parity
+# of the results rank 0 has sent it. A smaller set gets its result from rank 0
+# directly, each member's carrying [itself, 1], and a command to at most
+# RELAY_ABOVE followers is the plain int64.
 EVERYONE = -1
+# Sets of at most this many members are sent to directly: on the 10gbe and ib100 presets
+# (o = α) m direct sends reach the last member after (m + 1)·α, a relay after about
+# 3·α·log2(m + 1), so direct is as fast up to m = 8; and each hop also waits for the
+# relaying rank's next poll, which the network model does not hold (docs/WIRE.md, "Relays").
+RELAY_ABOVE = 8
+
+
+def relayed(m):
+    """Whether a message to m members (of a set, or every follower) is relayed."""
+    return m > RELAY_ABOVE
 
 
 @functools.lru_cache(maxsize=64)
@@ -427,14 +440,16 @@ def relay_parents(m):
 
 def relay_trailer(ranks, k):
     """The trailer of a result to ranks[0], whose subtree is ``ranks`` (increasing)."""
-    if len(ranks) == k - 1:
+    if len(ranks) == k - 1 and relayed(len(ranks)):
         return np.array([EVERYONE], dtype=np.int32).view(np.uint8)
     return np.append(np.asarray(ranks, dtype=np.int32), np.int32(len(ranks))).view(np.uint8)
 
 
 def relay_result_nbytes(message_nbytes, m, k):
-    """Bytes of each of the m messages that relay a result of ``message_nbytes``
-    to m of k ranks (in heap order)."""
+    """Bytes of each of the m messages that bring a result of ``message_nbytes``
+    to m of k ranks (in heap order when relayed)."""
+    if not relayed(m):
+        return np.full(m, message_nbytes + 8, np.int64)
     if m == k - 1:
         return np.full(m, message_nbytes + 4, np.int64)
     return message_nbytes + 4 * (_subtree_sizes(m) + 1)
@@ -469,7 +484,9 @@ def fullsync_command(head, parity):
 
 
 def fullsync_nbytes(k):
-    """Bytes of each FULLSYNC message to ranks 1 … k−1 (rank j's carries its subtree's bits)."""
+    """Bytes of each FULLSYNC message to ranks 1 … k−1 (relayed: rank j's carries its subtree's bits)."""
+    if not relayed(k - 1):
+        return np.full(k - 1, CONTROL_BYTES, np.int64)
     return 8 + (_subtree_sizes(k - 1) + 7) // 8
 
 

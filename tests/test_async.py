@@ -11,6 +11,8 @@ so the scenario is the same whatever the timing."""
 import numpy as np
 import pytest
 
+from mpisgd import wire
+
 pytestmark = pytest.mark.mpi(min_size=2)
 
 N = 12  # features
@@ -180,23 +182,24 @@ def test_a_fetched_member_awaits_the_result_and_keeps_its_steps():
 
 def _count(tr, side, category):
     counts = tr.comm.sent_messages if side == "sent" else tr.comm.recv_messages
-    from mpisgd import wire
-
     return int(counts[wire.CATEGORIES.index(category)])
 
 
-@pytest.mark.mpi(min_size=3)
+RELAYED = 2 + wire.RELAY_ABOVE  # ranks: rank 0 and a relayed set of followers
+
+
+@pytest.mark.mpi(min_size=RELAYED)
 def test_a_request_that_overtakes_a_relayed_result_waits_for_it():
-    """Rank 0 sends a result to {1, 2}, which rank 1 relays to rank 2, then asks
-    rank 2 for its model. Rank 2 gets the request first (rank 1 has not polled
-    yet): it answers only once it has taken the relayed result, so the model it
-    sends is the result."""
+    """Rank 0 sends a result to every follower (relayed: 0 → 1 → 2, 3 …), then
+    asks rank 2 for its model. Rank 2 gets the request first (rank 1 has not
+    polled yet): it answers only once it has taken the relayed result, so the
+    model it sends is the result."""
     comm, steps, learners, tr, coordinator = _setup(delta=1.0)
-    rank = comm.Get_rank()
+    rank, k = comm.Get_rank(), comm.Get_size()
     _set(learners, np.full(N + 1, 0.1 * (rank + 1)))
     result = learners.weights_z(np.full(N, 0.7), 0.3)
     if coordinator is not None:
-        tr.send_balanced([1, 2], result, False)
+        tr.send_balanced(list(range(1, k)), result, False)
         fetch = tr.start_fetch([2])
     steps.Barrier()
     ok = True
@@ -208,20 +211,25 @@ def test_a_request_that_overtakes_a_relayed_result_waits_for_it():
     if rank == 1:
         while tr.epoch == 0:
             tr.poll()
-        ok = _count(tr, "sent", "balance_result") == 1  # handed on to rank 2
+        ok = _count(tr, "sent", "balance_result") == 2  # handed on to ranks 2 and 3
     if rank == 2:
         while _count(tr, "sent", "balance_reply") == 0:
+            tr.poll()
+    if rank > 2:
+        while tr.epoch == 0:
             tr.poll()
     if coordinator is not None:
         from mpisgd.comm import _wait
 
         fetched = _wait(fetch)[0]
         ok = np.allclose(fetched, result, atol=1e-12)
+    steps.Barrier()  # every follower has the result: FINISH cannot meet a poll of this test's
+    if coordinator is not None:
         tr.send_balanced([2], fetched, False)  # rank 2's resolution ends
         tr.finish()
     else:
         tr.serve_until_finish()
-    if rank in (1, 2):
+    if rank != 0:
         ok = ok and np.allclose(_model(learners), np.append(np.full(N, 0.7), 0.3), atol=1e-12)
     ok = ok and not tr.pending and tr._deferred is None
     assert all(_all(steps, ok))
@@ -229,20 +237,21 @@ def test_a_request_that_overtakes_a_relayed_result_waits_for_it():
     comm.Free()
 
 
-@pytest.mark.mpi(min_size=4)
+@pytest.mark.mpi(min_size=RELAYED + 1)
 def test_a_relayed_full_sync_that_overtakes_a_relayed_result_waits_for_it():
-    """Rank 0 sends a result to {2, 3} (0 → 2 → 3), then starts a full sync
-    (FULLSYNC 0 → 1 → 2, 3 …). Rank 3 gets the command from rank 1 before rank
-    2 has relayed the result: it joins only once it has taken it, so the mean
-    is that of every current model, with the result in both members'."""
+    """Rank 0 sends a result to {2, 3, …} (relayed: 0 → 2 → 3, 4 …), then starts
+    a full sync (FULLSYNC relayed: 0 → 1 → 2, 3 …). Rank 3 gets the command from
+    rank 1 before rank 2 has relayed the result: it joins only once it has
+    taken it, so the mean is that of every current model, with the result in
+    every member's."""
     comm, steps, learners, tr, coordinator = _setup(delta=1.0)
     rank, k = comm.Get_rank(), comm.Get_size()
     w = np.full(N + 1, 0.1 * (rank + 1))
     _set(learners, w)
     w_result = np.full(N + 1, 0.7)
-    current = np.array(steps.allgather(w_result if rank in (2, 3) else w))
+    current = np.array(steps.allgather(w_result if rank >= 2 else w))
     if coordinator is not None:
-        tr.send_balanced([2, 3], learners.weights_z(w_result[:N], w_result[N]), False)
+        tr.send_balanced(list(range(2, k)), learners.weights_z(w_result[:N], w_result[N]), False)
         full_sync = tr.start_full_sync()
     steps.Barrier()
     ok = True

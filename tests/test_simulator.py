@@ -228,25 +228,30 @@ def test_transport_counts_collectives_at_every_rank():
 
 
 def test_relayed_messages_leave_rank_0_once_and_each_member_at_most_twice():
-    """The default mode's results and FULLSYNC commands (docs/WIRE.md, "Relays"):
-    rank 0 sends one message, each member receives one and hands it on to at
-    most two; in the event log every member waits for its message before
-    sending, and on a network every receiver gets it within ⌈log2(m + 1)⌉ hops."""
+    """The default mode's results and FULLSYNC commands to many (docs/WIRE.md,
+    "Relays"): rank 0 sends one message, each member receives one and hands it
+    on to at most two; in the event log every member waits for its message
+    before sending, and on a network the last gets it after ⌈log2(m + 1)⌉ hops.
+    To a few, rank 0 sends each its own."""
     from mpisgd import netmodel
 
-    k = 8
+    k = 13
     tr = SimTransport(OnlineLearners(k, 3), log=netmodel.EventLog())
-    tr.relay(np.array([2, 3, 5, 6, 7]), "balance_result", 40)
+    tr.relay(np.array([2, 3, 5, 6, 7, 9, 10, 11, 12]), "balance_result", 40)
     sent_b, recv_b, sent_m, recv_m = tr.counters()
     c = wire.CATEGORIES.index("balance_result")
-    assert list(sent_m[:, c]) == [1, 0, 2, 2, 0, 0, 0, 0]  # 0 → 2; 2 → 3, 5; 3 → 6, 7
+    assert list(sent_m[:, c]) == [1, 0, 2, 2, 0, 2, 2] + [0] * 6  # 0 → 2; 2 → 3, 5; 3 → 6, 7; 5 → 9, 10; 6 → 11, 12
     assert list(sent_m[:, c] * 40) == list(sent_b[:, c])
-    assert list(recv_m[:, c]) == [0, 0, 1, 1, 0, 1, 1, 1] and recv_b[:, c].sum() == 5 * 40
+    assert list(recv_m[:, c]) == [0, 0, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1] and recv_b[:, c].sum() == 9 * 40
     sends = tr.log.events[tr.log.events["kind"] == netmodel.SEND]
-    assert [(int(e["rank"]), int(e["peer"])) for e in sends] == [(0, 2), (2, 3), (2, 5), (3, 6), (3, 7)]
+    assert [(int(e["rank"]), int(e["peer"])) for e in sends] == [
+        (0, 2), (2, 3), (2, 5), (3, 6), (3, 7), (5, 9), (5, 10), (6, 11), (6, 12)]
     net = netmodel.Network("test", alpha=1.0, beta=0.0, o=0.0)
     p = netmodel.replay(tr.log.events, k, net, 0.0, tr.log.groups)
-    assert p.wall == pytest.approx(3.0)  # three hops of α to ranks 6 and 7
+    assert p.wall == pytest.approx(4.0)  # four hops of α to ranks 11 and 12
+    tr.relay(np.array([1, 4, 8]), "control", 8)
+    sent_m = tr.counters()[2]
+    assert sent_m[0, wire.CATEGORIES.index("control")] == 3  # rank 0 to each
 
 
 def test_central_counts_the_start_allreduce_at_every_rank():

@@ -231,8 +231,7 @@ def _walk(first, forward):
     return seen
 
 
-@pytest.mark.parametrize("m, k", [(1, 600), (2, 600), (3, 600), (6, 600), (7, 600), (31, 600), (255, 600),
-                                  (7, 8), (1, 2), (255, 256)])
+@pytest.mark.parametrize("m, k", [(9, 600), (10, 600), (31, 600), (255, 600), (9, 10), (255, 256)])
 def test_a_relayed_result_reaches_every_member_once_in_log_depth(m, k):
     """Rank 0's one message reaches each of the m members exactly once, with
     the model message intact, after ⌈log2(m + 1)⌉ hops at most; each member's
@@ -251,7 +250,23 @@ def test_a_relayed_result_reaches_every_member_once_in_log_depth(m, k):
         assert len(buf) == sizes[p]
 
 
-@pytest.mark.parametrize("k", [2, 3, 4, 9, 64, 65, 300])
+@pytest.mark.parametrize("m, k", [(1, 2), (1, 600), (3, 4), (8, 9), (8, 600)])
+def test_a_small_set_gets_its_result_from_rank_0_directly(m, k):
+    """Up to RELAY_ABOVE members: one message from rank 0 to each, naming only
+    its receiver, which hands it on to no one; commands to at most that many
+    followers are the plain int64."""
+    assert not wire.relayed(m) and wire.relayed(m + 1) == (m == wire.RELAY_ABOVE)
+    message = wire.encode(1.0, 0.5, np.array([0, 2], np.int32), np.array([1.0, -2.0]), 10)
+    for rank, size in zip(range(1, m + 1), wire.relay_result_nbytes(len(message), m, k)):
+        buf = np.concatenate([message, wire.relay_trailer([rank], k)])
+        kept, onward = wire.relay_result(buf, rank, k)
+        np.testing.assert_array_equal(kept, message)
+        assert onward == [] and len(buf) == size
+    if k - 1 <= wire.RELAY_ABOVE:
+        assert list(wire.fullsync_nbytes(k)) == [wire.CONTROL_BYTES] * (k - 1)
+
+
+@pytest.mark.parametrize("k", [10, 11, 64, 65, 300])
 def test_fullsync_brings_each_rank_its_own_parity(k):
     """FULLSYNC from rank 1 down the implicit heap: every rank gets it once,
     reads its own bit of the parity rank 0 packed, and each message has the
