@@ -13,10 +13,12 @@ touched since then, so a model message is
 whichever is smaller (sparse when 12·nnz < 8·n), with idx strictly
 increasing (as ``np.flatnonzero`` gives them). The receiver tells the two
 apart by length alone, and refuses a message of any other length or with
-indices outside [0, n) or out of order: a message never writes outside u. Control and request messages are one int64 (8
-bytes). Both the MPI transport and the simulator take every size from here,
-so their byte counts agree by construction; the MPI counters record the
-buffers actually passed to MPI.
+indices outside [0, n) or out of order: a message never writes outside u.
+Control and request messages are one int64 (8 bytes), but for the default
+mode's relayed FULLSYNC (below, "Relays"); a default-mode result carries its
+relay's trailer after the model message. Both the MPI transport and the
+simulator take every size from here, so their byte counts agree by
+construction; the MPI counters record the buffers actually passed to MPI.
 
 Categories of the byte and message counters.
 """
@@ -386,7 +388,6 @@ def _check_buffer(buf):
     if not (isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.ndim == 1):
         raise MpisgdError(f"wire: a model message is a 1-D uint8 buffer, not {type(buf).__name__} "
                           f"{getattr(buf, 'dtype', '')}{getattr(buf, 'shape', '')}")
-
 
 
 # Relays (the default mode, docs/WIRE.md "Relays"). Rank 0 sends a result to a
