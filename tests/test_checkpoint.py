@@ -32,6 +32,8 @@ import numpy as np
 import pytest
 from helpers.env import MPIEXEC, ROOT, job_env
 
+from mpisgd.wire import RELAY_ABOVE
+
 pytestmark = pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec beside this Python")
 
 RANKS = 3
@@ -385,11 +387,12 @@ def test_async_killed_run_resumes_consistently(tmp_path, n):
     assert assert_cut(out / "checkpoints" / "round-500", n) == 500
 
 
-@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("n", [2, 3, 2 + RELAY_ABOVE])
 def test_async_time_based_checkpoints_are_consistent_cuts(tmp_path, n):
     """--checkpoint-seconds in the default mode: rank 0 asks for a cut at every
     answer; each is agreed on, taken and the run goes on; resumed from the last
-    one, it ends consistent."""
+    one, it ends consistent. At 2 + RELAY_ABOVE ranks FULLSYNC and the results
+    to everyone are relayed (docs/WIRE.md, "Relays"), and cuts meet them."""
     out = tmp_path / "timed"
     args = [*SYNTHETIC, *ASYNC, "--checkpoint-seconds", 1e-9]
     ok(out, *args, n=n)
