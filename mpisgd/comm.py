@@ -581,7 +581,7 @@ class MPITransport:
 
         Async, a relayed result can come after a later message of rank 0 (a
         REQUEST, or a relayed FULLSYNC by another path): those wait
-        (``_when``) until this learner has taken every result sent before
+        (``_defer``) until this learner has taken every result sent before
         them. At most one result is ever in flight to a learner: rank 0 sends
         it another only once it is a member again, through a current
         violation (sent after taking it) or a reply (given after taking it)."""
@@ -591,7 +591,7 @@ class MPITransport:
         if tag == REQUEST:
             req = np.empty(1, dtype=np.int64)
             self.comm.Recv(req, 0, REQUEST, "balance_request")
-            self._when(lambda: self.epoch >= req[0], self._reply)
+            self._defer(lambda: self.epoch >= req[0], self._reply)
             return None
         if tag in (BALANCED, NEWREF):
             buf, _s, _t = self.comm.recv_bytes_message(src, tag, "balance_result")
@@ -601,7 +601,7 @@ class MPITransport:
                 for child, part in onward:
                     self._isend(part, child, tag, "balance_result")
             self._take(self.learners.decode(message), tag == NEWREF)
-            self._when(None, None)
+            self._release()
             return None
         if tag != COMMAND:
             raise MpisgdError(f"rank {self.rank}: unexpected message tag {tag} from rank {src}")
@@ -618,7 +618,7 @@ class MPITransport:
                 parity, onward = wire.fullsync_forward(buf, self.rank, self.k)
                 for child, part in onward:
                     self._isend(part, child, COMMAND, "control")
-                self._when(lambda: self.epoch % 2 == parity, self._join_full_sync)
+                self._defer(lambda: self.epoch % 2 == parity, self._join_full_sync)
             else:
                 self.full_sync()
         elif code == CUT:
@@ -630,14 +630,17 @@ class MPITransport:
         self.comm.Send(self._message(), 0, REPLY, "balance_reply")
         self.pending = self.pending or self.asynchronous  # a member now: the result will come
 
-    def _when(self, ready, action):
-        """Carry out ``action`` once ``ready()``: now, or after the relayed result
-        it waits for (each result taken calls ``_when(None, None)``)."""
-        if ready is not None:
-            if self._deferred is not None:
-                raise MpisgdError(f"rank {self.rank}: a second message of rank 0 arrived while one waits "
-                                  "for a relayed result")
-            self._deferred = (ready, action)
+    def _defer(self, ready, action):
+        """Carry out ``action`` once ``ready()``: now, or when the relayed result
+        it waits for has been taken (``_release``)."""
+        if self._deferred is not None:
+            raise MpisgdError(f"rank {self.rank}: a second message of rank 0 arrived while one waits "
+                              "for a relayed result")
+        self._deferred = (ready, action)
+        self._release()
+
+    def _release(self):
+        """Carry out the deferred action if what it waits for has come."""
         if self._deferred is not None and self._deferred[0]():
             action, self._deferred = self._deferred[1], None
             action()

@@ -100,25 +100,26 @@ class SimTransport:
         """One message from each of ``ranks`` (distinct, not 0) to rank 0, of
         nbytes bytes (a scalar or one per rank)."""
         self._p2p(self._sent_bytes, self._sent_msgs, self._recv_bytes, self._recv_msgs, ranks, category, nbytes)
-        self._log_messages(ranks, nbytes, up=True)
+        self._log_messages(ranks, 0, nbytes)
 
     def down(self, ranks, category, nbytes):
         """One message from rank 0 to each of ``ranks`` (distinct, not 0)."""
         self._p2p(self._recv_bytes, self._recv_msgs, self._sent_bytes, self._sent_msgs, ranks, category, nbytes)
-        self._log_messages(ranks, nbytes, up=False)
+        self._log_messages(0, ranks, nbytes)
 
-    def _log_messages(self, ranks, nbytes, up):
-        """Into the log: each message, and its receiver waiting for it (rank 0
+    def _log_messages(self, senders, receivers, nbytes):
+        """Into the log, in order: each message senders[i] → receivers[i] of
+        nbytes[i] (scalars broadcast), and its receiver waiting for it (rank 0
         waits for violations only when their check settles)."""
         if self.log is None:
             return
-        for r, m in zip(np.asarray(ranks).tolist(), np.broadcast_to(nbytes, np.shape(ranks)).tolist()):
+        for s, r, m in zip(*(a.tolist() for a in np.broadcast_arrays(senders, receivers, nbytes))):
             self._ids += 1
-            self.log.send(r if up else 0, 0 if up else r, m, self._ids)
-            if up and self._deferred is not None:
+            self.log.send(s, r, m, self._ids)
+            if r == 0 and self._deferred is not None:
                 self._deferred.append(self._ids)
             else:
-                self.log.wait(0 if up else r, self._ids)
+                self.log.wait(r, self._ids)
 
     def relay(self, ranks, category, nbytes):
         """One message to each of ``ranks`` (increasing, not 0), of nbytes (one
@@ -138,15 +139,11 @@ class SimTransport:
         np.add.at(self._sent_msgs[:, c], senders, 1)
         self._recv_bytes[ranks, c] += nbytes
         self._recv_msgs[ranks, c] += 1
-        if self.log is not None:
-            for src, dst, m in zip(senders.tolist(), ranks.tolist(), nbytes.tolist()):  # parents first
-                self._ids += 1
-                self.log.send(src, dst, m, self._ids)
-                self.log.wait(dst, self._ids)
+        self._log_messages(senders, ranks, nbytes)  # a member's parent comes before it
 
     def down_to_all(self, category, nbytes):
         """One message of nbytes from rank 0 to every other rank (a command)."""
-        self._log_messages(np.arange(1, len(self._sent_bytes)), nbytes, up=False)
+        self._log_messages(0, np.arange(1, len(self._sent_bytes)), nbytes)
         c, m = CAT[category], len(self._sent_bytes) - 1
         self._recv_bytes[1:, c] += nbytes
         self._recv_msgs[1:, c] += 1

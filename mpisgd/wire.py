@@ -439,6 +439,16 @@ def relay_parents(m):
     return (np.arange(m) - 1) // 2
 
 
+def _relay_children(m, p):
+    """The positions position p hands the message on to, in a heap of m."""
+    return [c for c in (2 * p + 1, 2 * p + 2) if c < m]
+
+
+def _everyone_children(rank, k):
+    """The ranks ``rank`` hands on to when the set is every rank but 0 (rank j at position j − 1)."""
+    return [c + 1 for c in _relay_children(k - 1, rank - 1)]
+
+
 def relay_trailer(ranks, k):
     """The trailer of a result to ranks[0], whose subtree is ``ranks`` (increasing)."""
     if len(ranks) == k - 1 and relayed(len(ranks)):
@@ -465,7 +475,7 @@ def relay_result(buf, rank, k):
         raise MpisgdError(f"relayed result: {len(buf)} bytes, too short for its set")
     m = int(buf[-4:].view(np.int32)[0])
     if m == EVERYONE:
-        return buf[:-4], [(c, buf) for c in (2 * rank, 2 * rank + 1) if c < k]
+        return buf[:-4], [(c, buf) for c in _everyone_children(rank, k)]
     if not 1 <= m < k or len(buf) < 4 * (m + 1):
         raise MpisgdError(f"relayed result: a set of {m} members does not fit {len(buf)} bytes at {k} ranks")
     ranks = buf[-4 * (m + 1):-4].view(np.int32)
@@ -474,7 +484,7 @@ def relay_result(buf, rank, k):
                           f"in [1, {k}) from {rank}")
     message = buf[:-4 * (m + 1)]
     return message, [(int(ranks[c]), np.concatenate([message, relay_trailer(ranks[relay_subtree(m, c)], k)]))
-                     for c in (1, 2) if c < m]
+                     for c in _relay_children(m, 0)]  # the receiver is its subtree's position 0
 
 
 def fullsync_command(head, parity):
@@ -499,8 +509,7 @@ def fullsync_forward(buf, rank, k):
         raise MpisgdError(f"FULLSYNC at rank {rank}: {len(buf)} bytes, not those of its {len(mine)} ranks' bits")
     bits = np.unpackbits(buf[8:], count=len(mine), bitorder="little")
     out = []
-    for child in (2 * rank, 2 * rank + 1):
-        if child < k:
-            theirs = np.searchsorted(mine, 1 + relay_subtree(k - 1, child - 1))
-            out.append((child, np.concatenate([buf[:8], np.packbits(bits[theirs], bitorder="little")])))
+    for child in _everyone_children(rank, k):
+        theirs = np.searchsorted(mine, 1 + relay_subtree(k - 1, child - 1))
+        out.append((child, np.concatenate([buf[:8], np.packbits(bits[theirs], bitorder="little")])))
     return int(bits[0]), out
