@@ -111,7 +111,7 @@ def main():
                     f.write(json.dumps(result) + "\n")
     print(f"{args.stream}, k={args.k}, T={args.rounds}, {len(seeds)} seeds, {learner(args)}; ratios to static "
           "b=8 on the same seed: median [min, max]\n")
-    print("| configuration | Δ (median) | errors | MPI messages | bytes | full syncs (forced / hedge) |")
+    print("| configuration | Δ (median) | errors | MPI messages | bytes | full syncs (forced / hedge / augmented) |")
     print("|---|---|---|---|---|---|")
     for name, _p in configurations(args):
         cells = []
@@ -121,7 +121,7 @@ def main():
         deltas = [s[name]["delta"] for s in per_seed if s[name]["delta"] is not None]
         d = f"{np.median(deltas) / args.delta_unit:.3g}" if deltas else "—"
         fs = per_seed[0][name]["full_syncs"]
-        print(f"| {name} | {d} | " + " | ".join(cells) + f" | {fs['forced']} / {fs['hedge']} |")
+        print(f"| {name} | {d} | " + " | ".join(cells) + f" | {fs['forced']} / {fs['hedge']} / {fs['augmented']} |")
     for line in target_lines(per_seed, seeds):
         print(line)
 

@@ -390,6 +390,9 @@ class Coordinator:
             yield from self.full_sync_steps("burst")
             return list(range(k))
 
+        if self._steering_sync(len(members)):
+            yield from self.full_sync_steps("augmented")
+            return list(range(k))
         delta = self.threshold(t)
         total = np.asarray(models, dtype=np.float64).sum(axis=0)
         distances = None
@@ -404,6 +407,9 @@ class Coordinator:
             if cfg.augmentation == "farthest" and distances is None:
                 distances = np.asarray((yield ("distances",)), dtype=np.float64)
             new = self._augment(inside, distances)
+            if self._steering_sync(len(members) + len(new)):
+                yield from self.full_sync_steps("augmented")
+                return list(range(k))
             total += np.asarray((yield ("fetch", np.array(new))), dtype=np.float64).sum(axis=0)
             members += new
             inside[new] = True
@@ -422,6 +428,13 @@ class Coordinator:
         else:
             self.stats.balancings += 1
         return sorted(members)
+
+    def _steering_sync(self, size):
+        """--budget: a balancing set of ``size`` learners that would be everyone
+        is a full sync instead, so that its Allreduce steers Δ (without it, where
+        balancing makes nearly every sync, as at k = 2, Δ would hardly move:
+        docs/ALGORITHMS.md §4.6)."""
+        return self.config.budget is not None and size == self.k
 
     def resolve(self, t, violators, models, transport):
         """``resolution`` run to completion against a blocking ``transport``."""

@@ -209,16 +209,23 @@ def test_delta_auto_is_the_same_in_the_default_mode(k, shards, tmp_path):
 
 
 @pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("hedge", ["half", "counter"])
 @pytest.mark.parametrize("k", [2, 3])
-def test_budget_runs_in_the_default_mode(k, shards, tmp_path):
+def test_budget_runs_in_the_default_mode(k, hedge, shards, tmp_path):
     """--budget in the async default mode: the full syncs, each with its budget
-    Allreduce, complete on every rank whatever the timing, and Δ was steered."""
-    args = ["--protocol", "dynamic", "--delta", "0.3", "--budget", "0.3", "--hedge", "half"]
+    Allreduce, complete on every rank whatever the timing, and Δ was steered at
+    every one of them; no balancing set holds every learner (it would be a full
+    sync), so at k = 2 nothing is balanced through rank 0."""
+    args = ["--protocol", "dynamic", "--delta", "0.3", "--budget", "0.3", "--hedge", hedge]
     cmd = [str(MPIEXEC), "-n", str(k), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *shards[k],
            "--out", str(tmp_path / "train"), "--quiet", *args]
     done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((tmp_path / "train" / "report.json").read_text())
     budget = report["budget"]
-    assert budget["steps"] == report["protocol"]["full_syncs"]["hedge"] > 0  # one steering step per full sync
+    syncs = report["protocol"]["full_syncs"]
+    assert budget["steps"] == syncs["total"] - syncs["final"] > 0  # one steering step per full sync
+    assert syncs["hedge" if hedge == "half" else "augmented"] > 0
+    if k == 2:
+        assert report["protocol"]["balancings"] == 0
     assert budget["F"] == 0.3 and budget["horizon"] == k * 400 and budget["delta"] != 0.3

@@ -347,6 +347,33 @@ def test_budget_steers_delta_by_what_is_left_against_what_the_budget_leaves():
     assert coordinator.threshold(5) == coordinator.delta
 
 
+@pytest.mark.parametrize("budget", [None, 0.5])
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_with_a_budget_a_balancing_set_of_everyone_is_a_full_sync(k, budget):
+    """With --budget, a balancing set that would hold every learner is a full
+    sync instead (whose Allreduce steers Δ): the learners it would have fetched
+    are not asked. Without one, the same resolution fetches everyone and
+    balances them through rank 0. Either way every model is the mean."""
+    for violating in range(1, k + 1):
+        models, reference = random_setup(k, 4, violating, spread=0.0)
+        models[:violating] += 10.0  # far past Δ, in the same direction: B grows to everyone
+        transport = DenseTransport(models, reference)
+        mean = models.mean(axis=0)
+        coordinator = Coordinator(ProtocolConfig(delta=1.0, budget=budget, counter_limit=10.0), k)
+        members = coordinator.resolve(1, list(range(violating)), models[:violating], transport)
+        assert members == list(range(k))
+        np.testing.assert_allclose(transport.models, np.tile(mean, (k, 1)), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(transport.reference, mean, rtol=0, atol=1e-12)
+        assert coordinator.stats.full_syncs["augmented"] == 1
+        if budget is None:
+            assert sorted(transport.fetched) == list(range(violating, k))
+            assert coordinator.stats.model_messages["full_sync"] == 0
+        else:
+            assert len(transport.fetched) == max(0, k - violating - 1)  # the last augmentation became the full sync
+            assert set(transport.fetched) <= set(range(violating, k))
+            assert coordinator.stats.model_messages["full_sync"] == 2 * k
+
+
 def test_budget_prices_static_by_the_rows_non_zeros():
     """On wide sparse rows static b=8's full syncs exchange pairs: the budget
     counts what they send (wire.sync_nbytes with the non-zeros of 8 rows of
