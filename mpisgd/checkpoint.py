@@ -28,7 +28,10 @@ signalled follower tells rank 0 (STOP), and rank 0, signalled, told or late
 (``late``), starts a cut; at the cut the ranks agree on the stop
 (``agree_stop``). On a stop every rank checkpoints at that round and the run
 ends with ``Stopped`` (exit code ``EXIT_STOPPED``), so no work is lost and
-``--resume`` goes on from there.
+``--resume`` goes on from there. A rank that has not seen the ranks agree on
+the stop ``grace`` seconds after its signal (a rank stuck or gone: the
+agreement never comes) ends at once with 128 + the signal's number and no
+checkpoint, which ends the job instead of leaving it hung.
 
 The collectives of checkpointing (the decision, the barriers) use the raw
 communicator: they are not counted, so a resumed sync-mode run reports the
@@ -44,6 +47,7 @@ import re
 import shutil
 import signal
 import sys
+import threading
 import time
 
 import numpy as np
@@ -60,6 +64,7 @@ MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out
 EXIT_STOPPED = 75  # stopped by a signal after a complete checkpoint: resume to go on (EX_TEMPFAIL)
 STOP_SIGNALS = (signal.SIGTERM,)
+STOP_GRACE = 120.0  # seconds from a stop signal to the agreement on the stop, else the rank ends (--stop-grace)
 
 _ROUND = re.compile(r"^round-(\d+)$")
 
@@ -253,15 +258,18 @@ class Checkpointer:
     this long between checkpoints (0: off), decided by rank 0; ``poll``:
     rounds between the ranks' agreements on a time-based checkpoint or a
     stop (module docstring); ``configuration``: the fingerprint stored in
-    the manifest. Creating one makes ``STOP_SIGNALS`` request a stop.
+    the manifest; ``grace``: seconds from a stop signal to the ranks'
+    agreement on the stop before this rank gives up (module docstring).
+    Creating one makes ``STOP_SIGNALS`` request a stop.
     """
 
-    def __init__(self, comm, directory, every, seconds, poll, configuration):
+    def __init__(self, comm, directory, every, seconds, poll, configuration, grace=STOP_GRACE):
         self.comm = comm
         self.rank = comm.Get_rank()
         self.directory = os.fspath(directory)
         self.every, self.seconds, self.poll = int(every), float(seconds), int(poll)
         self.configuration = configuration
+        self.grace = float(grace)
         self.last = time.monotonic()
         self.written = 0
         self.time = 0.0  # seconds spent deciding and writing
@@ -271,7 +279,18 @@ class Checkpointer:
             signal.signal(sig, self._request_stop)
 
     def _request_stop(self, signum, frame):
+        if self.signalled is None:  # a thread, so that it fires even while this one blocks in MPI
+            timer = threading.Timer(self.grace, self._give_up, (signum,))
+            timer.daemon = True  # a run that stops in time exits without waiting for it
+            timer.start()
         self.signalled = signal.Signals(signum).name
+
+    def _give_up(self, signum):
+        if self.stopping is None:
+            print(f"mpisgd: rank {self.rank}: {signal.Signals(signum).name} {self.grace:g} s ago, and the ranks "
+                  f"have not agreed to stop (a rank stuck or gone?); ending without a checkpoint",
+                  file=sys.stderr, flush=True)
+            os._exit(128 + signum)
 
     def next_stop(self, t):
         """The next round after t at which every rank must stop to ask ``due``."""

@@ -441,3 +441,45 @@ def test_async_sigterm_checkpoints_stops_and_resumes(tmp_path, signalled):
     assert assert_cut(out / "checkpoints" / f"round-{stopped}", RANKS) == stopped
     ok(out, *SYNTHETIC, *ASYNC, "--checkpoint-seconds", 3600, "--resume", out)
     assert_consistent(out, RANKS, resumed_from=stopped)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_sigterm_with_a_stuck_rank_ends_the_job_after_the_grace(tmp_path, mode):
+    """SIGTERM to mpiexec while rank 2 is stuck (SIGSTOP): the ranks can never
+    agree on the stop, so each one still running gives up --stop-grace seconds
+    after its signal, says why and exits, and the job ends instead of hanging;
+    it leaves no checkpoint of that stop and no outputs."""
+    from test_faults import _ranks
+
+    out = tmp_path / "stuck"
+    protocol = PROTOCOL if mode == "sync" else ASYNC
+    cmd = [str(MPIEXEC), "-n", str(RANKS), sys.executable, "-m", "mpi4py", str(PACED), "0.3", "train",
+           *map(str, SYNTHETIC), *map(str, protocol), "--checkpoint-seconds", 3600, "--poll-rows", 50,
+           "--stop-grace", 2, "--out", str(out)]
+    proc = subprocess.Popen(list(map(str, cmd)), cwd=ROOT, env=job_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for line in proc.stdout:  # mid-run
+            if line.startswith("paced: round 150"):
+                break
+        os.kill(_ranks(proc.pid)[2], signal.SIGSTOP)
+        start = time.monotonic()
+        os.kill(proc.pid, signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=PROMPT)
+        seconds = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = stdout + stderr
+    assert proc.returncode == 128 + signal.SIGTERM and seconds >= 2, (seconds, text)
+    assert "SIGTERM 2 s ago, and the ranks have not agreed to stop" in text, text
+    assert "stopped by a signal" not in text, text
+    assert not (out / "report.json").exists() and not (out / "model.h5").exists()
+    assert rounds_in(out) == []  # --checkpoint-seconds 3600: no checkpoint was due, and none of the stop
+
+
+@pytest.mark.parametrize("grace", [0, -1, "nan", "inf"])
+def test_a_stop_grace_that_is_not_a_positive_number_of_seconds_is_refused(tmp_path, grace):
+    text = refused(tmp_path / "bad", *SYNTHETIC, *PROTOCOL, "--checkpoint-every", 100, "--stop-grace", grace)
+    assert f"--stop-grace must be a number of seconds > 0, got {float(grace)}" in text, text
+    assert not (tmp_path / "bad").exists()

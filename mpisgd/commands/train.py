@@ -70,6 +70,9 @@ def add_arguments(parser):
     g.add_argument("--resume", metavar="DIR", default=None,
                    help="go on from the newest complete checkpoint in DIR (a run's --out, its "
                         "checkpoints/ or one round-<t>/ directory); the configuration must be the same")
+    g.add_argument("--stop-grace", type=float, default=None, metavar="S",
+                   help="with checkpoints, after SIGTERM: end at once, without a checkpoint, if the ranks "
+                        "have not agreed to stop within S seconds (a rank stuck or gone; default 120)")
 
 
 def _sources(args, size, rank, central):
@@ -129,6 +132,8 @@ def _check_out_dir(out):
 
 
 def _config(args):
+    import math
+
     from mpisgd.errors import MpisgdError
     from mpisgd.runner import RunConfig
 
@@ -140,6 +145,8 @@ def _config(args):
         raise MpisgdError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
     if not args.checkpoint_seconds >= 0:
         raise MpisgdError(f"--checkpoint-seconds must be >= 0, got {args.checkpoint_seconds}")
+    if args.stop_grace is not None and not (math.isfinite(args.stop_grace) and args.stop_grace > 0):
+        raise MpisgdError(f"--stop-grace must be a number of seconds > 0, got {args.stop_grace}")
     return RunConfig(protocol=protocol, mode=args.mode, learner=learner,
                      timeline_every=args.timeline_every, poll_rows=args.poll_rows, poll_seconds=args.poll_seconds,
                      staleness=args.staleness)
@@ -240,9 +247,10 @@ def run(args):
 
         fingerprint = checkpoint.fingerprint(config, size, data)
         if args.checkpoint_every or args.checkpoint_seconds:
+            grace = checkpoint.STOP_GRACE if args.stop_grace is None else args.stop_grace
             checkpointer = checkpoint.Checkpointer(comm, os.path.join(args.out, checkpoint.SUBDIR),
                                                    args.checkpoint_every, args.checkpoint_seconds,
-                                                   args.poll_rows, fingerprint)
+                                                   args.poll_rows, fingerprint, grace)
     from mpisgd.commands.options import budget_line, delta_auto_line
 
     run, report = train(comm, source, config, out_dir=args.out, progress=progress,
