@@ -529,8 +529,10 @@ class MPITransport:
         return _Replies(self, ids, REPLY, "balance_reply")
 
     def start_distances(self):
+        """DIST to every follower, carrying the results rank 0 has sent it: it
+        answers once it has taken them all, as a REQUEST (``start_fetch``)."""
         for i in range(1, self.k):
-            self._isend(_int64(DIST), i, COMMAND, "control")
+            self._isend(np.array([DIST, self.results_sent[i]], np.int64), i, COMMAND, "control")
         return _Replies(self, list(range(self.k)), DISTANCE, "control")
 
     def start_full_sync(self):
@@ -610,7 +612,10 @@ class MPITransport:
             raise MpisgdError(f"rank {self.rank}: a command of {len(buf)} bytes from rank {src}")
         code = int(buf[:8].view(np.int64)[0])
         if code == DIST:
-            self.comm.Send(np.array([self.learners.distances()[0]]), 0, DISTANCE, "control")
+            if len(buf) != wire.DIST_BYTES:
+                raise MpisgdError(f"rank {self.rank}: a DIST command of {len(buf)} bytes from rank {src}")
+            sent = int(buf[8:16].view(np.int64)[0])
+            self._defer(lambda: self.epoch >= sent, self._send_distance)
         elif code == FULLSYNC:
             if self.asynchronous and not wire.relayed(self.k - 1):
                 self._join_full_sync()  # sent directly, after every result sent to this rank
@@ -624,6 +629,10 @@ class MPITransport:
         elif code == CUT:
             self._join_cut()
         return code
+
+    def _send_distance(self):
+        """Answer a DIST: ‖w − r‖² of this learner to rank 0 (control)."""
+        self.comm.Send(np.array([self.learners.distances()[0]]), 0, DISTANCE, "control")
 
     def _reply(self):
         """Answer a REQUEST: this learner's model to rank 0 (balance_reply)."""

@@ -314,7 +314,7 @@ class SimTransport:
 
     def distances(self):
         others = np.arange(1, self.L.k)
-        self.down(others, "control", wire.CONTROL_BYTES)  # COMMAND DIST
+        self.down(others, "control", wire.DIST_BYTES)  # COMMAND DIST
         self.up(others, "control", 8)  # float64 reply
         return self.L.distances()
 

@@ -237,6 +237,47 @@ def test_a_request_that_overtakes_a_relayed_result_waits_for_it():
     comm.Free()
 
 
+@pytest.mark.mpi(min_size=RELAYED)
+def test_a_distance_request_that_overtakes_a_relayed_result_waits_for_it():
+    """Rank 0 sends a result to every follower (relayed: 0 → 1 → 2, 3 …), then
+    asks every learner for ‖w − r‖² (DIST, for --augmentation farthest). Rank 2
+    gets the command first (rank 1 has not polled yet): it answers only once it
+    has taken the relayed result, so every distance rank 0 gets is that of the
+    learner's model with the result in it."""
+    comm, steps, learners, tr, coordinator = _setup(delta=1.0, augmentation="farthest")
+    rank, k = comm.Get_rank(), comm.Get_size()
+    _set(learners, np.full(N + 1, 0.1 * (rank + 1)))
+    if coordinator is not None:
+        tr.send_balanced(list(range(1, k)), learners.weights_z(np.full(N, 0.7), 0.3), False)
+        asked = tr.start_distances()
+    steps.Barrier()
+    ok = True
+    if rank == 2:
+        while _count(tr, "received", "control") == 0:
+            tr.poll()
+        ok = _count(tr, "received", "balance_result") == 0 and _count(tr, "sent", "control") == 0
+    steps.Barrier()
+    if rank != 0:
+        while tr.epoch == 0 or tr._deferred is not None:
+            tr.poll()
+    distances = None
+    if coordinator is not None:
+        from mpisgd.comm import _wait
+
+        distances = _wait(asked)
+    distances = steps.bcast(distances, root=0)
+    ok = ok and distances[rank] == learners.distances()[0]  # the model it holds now, the result's for followers
+    steps.Barrier()
+    if coordinator is not None:
+        tr.finish()
+    else:
+        tr.serve_until_finish()
+    ok = ok and not tr.pending and tr._deferred is None
+    assert all(_all(steps, ok))
+    steps.Free()
+    comm.Free()
+
+
 @pytest.mark.mpi(min_size=RELAYED + 1)
 def test_a_relayed_full_sync_that_overtakes_a_relayed_result_waits_for_it():
     """Rank 0 sends a result to {2, 3, …} (relayed: 0 → 2 → 3, 4 …), then starts
