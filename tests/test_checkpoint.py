@@ -274,6 +274,36 @@ def test_incomplete_checkpoints(tmp_path, reference):
 PACED = Path(__file__).resolve().parent / "helpers" / "paced.py"
 
 
+def signalled_job(out, args, signal_it):
+    """Run ``mpisgd train ARGS --out OUT`` at a set pace (tests/helpers/paced.py),
+    call ``signal_it(the pid of mpiexec)`` once rank 0 is past the poll of round
+    150, and return (exit code, stdout + stderr, seconds from then to the end)."""
+    cmd = [str(MPIEXEC), "-n", str(RANKS), sys.executable, "-m", "mpi4py", str(PACED), "0.3", "train",
+           *map(str, args), "--out", str(out)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=job_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        for line in proc.stdout:  # mid-run
+            if line.startswith("paced: round 150"):
+                break
+        start = time.monotonic()
+        signal_it(proc.pid)
+        stdout, stderr = proc.communicate(timeout=HANG)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode, stdout + stderr, time.monotonic() - start
+
+
+def sigterm(signalled):
+    """``signal_it`` of ``signalled_job``: SIGTERM to mpiexec ("launcher") or to rank 1 alone ("one rank")."""
+    from test_faults import _ranks
+
+    if signalled == "launcher":
+        return lambda mpiexec: os.kill(mpiexec, signal.SIGTERM)
+    return lambda mpiexec: os.kill(_ranks(mpiexec)[1], signal.SIGTERM)
+
+
 @pytest.mark.parametrize("signalled", ["launcher", "one rank"])
 def test_sigterm_checkpoints_stops_and_resumes_to_the_same_result(tmp_path, reference, signalled):
     """SIGTERM to mpiexec (which passes it to every rank, as at a SLURM time
@@ -283,27 +313,9 @@ def test_sigterm_checkpoints_stops_and_resumes_to_the_same_result(tmp_path, refe
     from mpisgd.checkpoint import EXIT_STOPPED
 
     out = tmp_path / "stopped"
-    cmd = [str(MPIEXEC), "-n", str(RANKS), sys.executable, "-m", "mpi4py", str(PACED), "0.3", "train",
-           *map(str, SYNTHETIC), *map(str, PROTOCOL), "--checkpoint-seconds", 3600, "--poll-rows", 50,
-           "--out", str(out)]
-    proc = subprocess.Popen(list(map(str, cmd)), cwd=ROOT, env=job_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        for line in proc.stdout:  # mid-run: after the poll of round 150
-            if line.startswith("paced: round 150"):
-                break
-        if signalled == "launcher":
-            os.kill(proc.pid, signal.SIGTERM)
-        else:
-            from test_faults import _ranks
-
-            os.kill(_ranks(proc.pid)[1], signal.SIGTERM)
-        stdout, stderr = proc.communicate(timeout=HANG)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    text = stdout + stderr
-    assert proc.returncode == EXIT_STOPPED, text
+    rc, text, _seconds = signalled_job(out, [*SYNTHETIC, *PROTOCOL, "--checkpoint-seconds", 3600, "--poll-rows", 50],
+                                       sigterm(signalled))
+    assert rc == EXIT_STOPPED, text
     assert "stopped by a signal" in text and "Traceback" not in text, text
     stopped = rounds_in(out)[-1]
     assert 150 <= stopped < 600 and stopped % 50 == 0, text
@@ -413,26 +425,8 @@ def test_async_sigterm_checkpoints_stops_and_resumes(tmp_path, signalled):
     from mpisgd.checkpoint import EXIT_STOPPED
 
     out = tmp_path / "stopped"
-    cmd = [str(MPIEXEC), "-n", str(RANKS), sys.executable, "-m", "mpi4py", str(PACED), "0.3", "train",
-           *map(str, SYNTHETIC), *map(str, ASYNC), "--checkpoint-seconds", 3600, "--out", str(out)]
-    proc = subprocess.Popen(list(map(str, cmd)), cwd=ROOT, env=job_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        for line in proc.stdout:  # mid-run
-            if line.startswith("paced: round 150"):
-                break
-        if signalled == "launcher":
-            os.kill(proc.pid, signal.SIGTERM)
-        else:
-            from test_faults import _ranks
-
-            os.kill(_ranks(proc.pid)[1], signal.SIGTERM)
-        stdout, stderr = proc.communicate(timeout=HANG)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    text = stdout + stderr
-    assert proc.returncode == EXIT_STOPPED, text
+    rc, text, _seconds = signalled_job(out, [*SYNTHETIC, *ASYNC, "--checkpoint-seconds", 3600], sigterm(signalled))
+    assert rc == EXIT_STOPPED, text
     assert "stopped by a signal" in text and "Traceback" not in text, text
     stopped = rounds_in(out)[-1]
     assert 150 <= stopped < ROUNDS, text
@@ -451,27 +445,15 @@ def test_sigterm_with_a_stuck_rank_ends_the_job_after_the_grace(tmp_path, mode):
     it leaves no checkpoint of that stop and no outputs."""
     from test_faults import _ranks
 
+    def stop_rank_2_then_sigterm(mpiexec):
+        os.kill(_ranks(mpiexec)[2], signal.SIGSTOP)
+        os.kill(mpiexec, signal.SIGTERM)
+
     out = tmp_path / "stuck"
     protocol = PROTOCOL if mode == "sync" else ASYNC
-    cmd = [str(MPIEXEC), "-n", str(RANKS), sys.executable, "-m", "mpi4py", str(PACED), "0.3", "train",
-           *map(str, SYNTHETIC), *map(str, protocol), "--checkpoint-seconds", 3600, "--poll-rows", 50,
-           "--stop-grace", 2, "--out", str(out)]
-    proc = subprocess.Popen(list(map(str, cmd)), cwd=ROOT, env=job_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        for line in proc.stdout:  # mid-run
-            if line.startswith("paced: round 150"):
-                break
-        os.kill(_ranks(proc.pid)[2], signal.SIGSTOP)
-        start = time.monotonic()
-        os.kill(proc.pid, signal.SIGTERM)
-        stdout, stderr = proc.communicate(timeout=PROMPT)
-        seconds = time.monotonic() - start
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    text = stdout + stderr
-    assert proc.returncode == 128 + signal.SIGTERM and seconds >= 2, (seconds, text)
+    rc, text, seconds = signalled_job(out, [*SYNTHETIC, *protocol, "--checkpoint-seconds", 3600, "--poll-rows", 50,
+                                            "--stop-grace", 2], stop_rank_2_then_sigterm)
+    assert rc == 128 + signal.SIGTERM and 2 <= seconds < PROMPT, (seconds, text)
     assert "SIGTERM 2 s ago, and the ranks have not agreed to stop" in text, text
     assert "stopped by a signal" not in text, text
     assert not (out / "report.json").exists() and not (out / "model.h5").exists()
