@@ -14,11 +14,12 @@ whichever is smaller (sparse when 12·nnz < 8·n), with idx strictly
 increasing (as ``np.flatnonzero`` gives them). The receiver tells the two
 apart by length alone, and refuses a message of any other length or with
 indices outside [0, n) or out of order: a message never writes outside u.
-Control and request messages are one int64 (8 bytes), but for the default
-mode's relayed FULLSYNC (below, "Relays"); a default-mode result carries its
-relay's trailer after the model message. Both the MPI transport and the
-simulator take every size from here, so their byte counts agree by
-construction; the MPI counters record the buffers actually passed to MPI.
+Control and request messages are one int64 (8 bytes), but for DIST (two,
+``DIST_BYTES``) and the default mode's relayed FULLSYNC (below, "Relays"); a
+default-mode result carries its relay's trailer after the model message.
+Both the MPI transport and the simulator take every size from here, so their
+byte counts agree by construction; the MPI counters record the buffers
+actually passed to MPI.
 
 Categories of the byte and message counters.
 """
