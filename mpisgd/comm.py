@@ -39,7 +39,8 @@ from mpisgd.errors import MpisgdError
 VIOLATION, REQUEST, REPLY, BALANCED, NEWREF, COMMAND = 1, 2, 3, 4, 5, 6
 # Async mode: a violation carries the number of sync results its sender had
 # received, as tag VIOLATION_ASYNC + epoch mod EPOCHS, so that rank 0 can
-# drop a violation overtaken by a resolution that already included the sender.
+# drop a violation overtaken by a resolution that already included the sender
+# (and take a current one as the reply to a fetch that crossed it).
 VIOLATION_ASYNC, EPOCHS = 1000, 16384
 # Commands (one int64, tag COMMAND). Async checkpoints: CUT (rank 0 → all: agree
 # on the round of a consistent cut), STOP (a follower → rank 0: it was signalled).
@@ -269,6 +270,9 @@ class MPITransport:
         # balance request, or joined a full sync): no own checks until the result arrives, so that
         # the model it last sent stays the one the result was computed from
         self.pending = False
+        # async: this learner's violation is on its way to rank 0 and no result has come since: it
+        # stands as the reply to a balance request that crosses it (``_reply``, docs/WIRE.md)
+        self.violated = False
         self.results_sent = np.zeros(self.k, dtype=np.int64)  # rank 0: results sent to each rank
         self.dones = 0  # rank 0, async: followers that have learned their last round (or a cut's)
         self.stops = 0  # rank 0, async: followers that were signalled to stop (STOP)
@@ -277,6 +281,7 @@ class MPITransport:
         self._cut = None  # async: (request, agreed round) of the cut being agreed on
         self._sends = []  # (request, buffer) of nonblocking sends not known to be complete
         self._full_sync = None  # async: this rank's full sync in flight
+        self._fetching = None  # rank 0, async: the fetch under way (``start_fetch``), until its models are in
         self._deferred = None  # async: (ready, action) of a message of rank 0 that waits for a relayed result
         # async: the pacing barriers (``start_pace``) on a duplicate communicator, made here
         # while every rank is at the start; None in sync mode
@@ -320,7 +325,7 @@ class MPITransport:
         else:
             self.learners.take(0, z, progress)
         self.epoch += 1
-        self.pending = False
+        self.pending = self.violated = False
         self.last_sent = None
 
     def _isend(self, buf, dest, tag, category):
@@ -519,14 +524,22 @@ class MPITransport:
 
     # -- coordinator side, nonblocking (rank 0; blocking calls wait on these) ----
 
-    def start_fetch(self, ids):
+    def start_fetch(self, ids, violations=None):
         """REQUEST to each learner of ids but 0, carrying the results rank 0 has sent it:
-        it replies once it has taken them all (a relayed one may come after the request)."""
+        it replies once it has taken them all (a relayed one may come after the request).
+        Async: a current violation of a learner is its reply (docs/WIRE.md, "Default
+        mode"): ``violations`` {id: z} already received are taken without a REQUEST, and
+        one that arrives meanwhile is taken by ``collect``."""
         ids = [int(i) for i in ids]
+        violations = violations or {}
         for i in ids:
-            if i != 0:
+            if i != 0 and i not in violations:
                 self._isend(_int64(self.results_sent[i]), i, REQUEST, "balance_request")
-        return _Replies(self, ids, REPLY, "balance_reply")
+        fetch = _Replies(self, ids, REPLY, "balance_reply")
+        for i, z in violations.items():
+            fetch.answer(i, z)
+        self._fetching = fetch
+        return fetch
 
     def start_distances(self):
         """DIST to every follower, carrying the results rank 0 has sent it: it
@@ -635,7 +648,10 @@ class MPITransport:
         self.comm.Send(np.array([self.learners.distances()[0]]), 0, DISTANCE, "control")
 
     def _reply(self):
-        """Answer a REQUEST: this learner's model to rank 0 (balance_reply)."""
+        """Answer a REQUEST: this learner's model to rank 0 (balance_reply); async,
+        a violation of this epoch on its way crossed the REQUEST and is the reply."""
+        if self.violated:
+            return
         self.comm.Send(self._message(), 0, REPLY, "balance_reply")
         self.pending = self.pending or self.asynchronous  # a member now: the result will come
 
@@ -658,7 +674,7 @@ class MPITransport:
         """Follower, async: Isend this rank's model as a violation tagged with its epoch."""
         self._prune_sends()  # never wait here: rank 0 may be waiting for this rank's reply
         self._isend(self._message(), 0, VIOLATION_ASYNC + self.epoch % EPOCHS, "violation")
-        self.pending = True
+        self.pending = self.violated = True
 
     def send_done(self):
         """Follower, async: tell rank 0 this rank has learned its last round (of the run or before a cut)."""
@@ -750,8 +766,9 @@ class MPITransport:
         return 0, self.epoch % EPOCHS, self._sent(self._model())
 
     def collect(self):
-        """Rank 0, async: the violations (src, epoch, model) that have arrived;
-        DONE notices are counted in ``dones``."""
+        """Rank 0, async: the violations (src, epoch, model) that have arrived,
+        but for a current one of a learner the fetch under way awaits, which is
+        its reply; DONE notices are counted in ``dones``."""
         out = []
         while True:
             found = self.comm.probe(MPI.ANY_SOURCE, MPI.ANY_TAG, block=False)
@@ -760,7 +777,11 @@ class MPITransport:
             src, tag = found
             if tag >= VIOLATION_ASYNC:
                 buf, _s, _t = self.comm.recv_bytes_message(src, tag, "violation")
-                out.append((src, tag - VIOLATION_ASYNC, self.learners.decode(buf)))
+                fetch, epoch = self._fetching, tag - VIOLATION_ASYNC
+                if fetch is not None and src in fetch.missing and self.current(src, epoch):
+                    fetch.answer(src, self.learners.decode(buf))
+                else:
+                    out.append((src, epoch, self.learners.decode(buf)))
             elif tag == COMMAND:
                 cmd = np.empty(1, dtype=np.int64)
                 self.comm.Recv(cmd, src, COMMAND, "control")
@@ -895,6 +916,10 @@ class _Replies:
             else:
                 self.missing[i] = row
 
+    def answer(self, i, z):
+        """Learner i's model z, come otherwise than as a reply (its violation)."""
+        self.out[self.missing.pop(i)] = z
+
     def test(self):
         tr = self.tr
         for i in list(self.missing):
@@ -910,6 +935,8 @@ class _Replies:
                 self.out[row] = value
         if self.missing:
             return False, None
+        if tr._fetching is self:
+            tr._fetching = None
         return True, (self.out if self.tag == REPLY else self.out[:, 0])
 
 

@@ -749,7 +749,9 @@ class AsyncCoordinator:
     transport's ``start_fetch``, ``start_distances`` and ``start_full_sync``
     return handles whose ``test()`` says whether the answer is in; every other
     request completes at once. A violation whose sender has received a result
-    since it sent it is dropped: that result already included the sender.
+    since it sent it is dropped: that result already included the sender. A
+    current violation of a learner the resolution fetches is that learner's
+    reply: it sent its model already, and does not answer the request.
     """
 
     NONBLOCKING = {"fetch": "start_fetch", "distances": "start_distances", "full_sync": "start_full_sync"}
@@ -794,6 +796,14 @@ class AsyncCoordinator:
         self.active = self.coordinator.resolution(t, [s for s, _m in current], [m for _s, m in current])
         return True
 
+    def _violations_of(self, ids):
+        """The queued current violations of the followers among ids, taken from the
+        queue: {id: model}."""
+        tr, fetched = self.transport, set(ids) - {0}
+        taken = {src: model for src, epoch, model in self.queue if src in fetched and tr.current(src, epoch)}
+        self.queue = [v for v in self.queue if v[0] not in taken]
+        return taken
+
     def _run(self, reply):
         """Resume the resolution with ``reply`` and carry out its requests until
         it waits on one or ends."""
@@ -803,6 +813,8 @@ class AsyncCoordinator:
             except StopIteration as stop:
                 self.active, self.members = None, stop.value
                 return
+            if method == "fetch":
+                args.append(self._violations_of(args[0]))
             if method in self.NONBLOCKING:
                 self.waiting = getattr(self.transport, self.NONBLOCKING[method])(*args)
                 return

@@ -96,25 +96,62 @@ def test_balancing_keeps_the_mean_and_the_progress_made_meanwhile():
     comm.Free()
 
 
-def test_a_violation_overtaken_by_a_resolution_is_dropped():
+def test_a_violation_that_crosses_a_balance_request_is_the_reply():
+    """Rank 0's resolution asks for models; rank 1 violates before it has seen
+    the request. Its violation is its reply: rank 1 sends no reply, and the
+    balanced model is the mean of the models sent, its violation's included."""
     comm, steps, learners, tr, coordinator = _setup(delta=1e-6)  # every balancing grows to everyone
     rank, k = comm.Get_rank(), comm.Get_size()
     _set(learners, np.full(N + 1, 0.1 * (rank + 1)))
+    sent = _model(learners)
     if coordinator is not None:
         coordinator.violate(tr.own_violation())
-        coordinator.progress(1)  # the resolution starts: it asks the others for their models
+        coordinator.progress(1)  # the resolution starts: it asks for a model
     steps.Barrier()
     if rank == 1:
-        tr.send_violation_async()  # sent before rank 1 has seen the request
+        tr.send_violation_async()  # sent before rank 1 has seen a request
     steps.Barrier()
     members = _resolve(tr, coordinator, steps)
     assert members == list(range(k))
-    ok = not tr.pending  # rank 1's violation was answered by the new reference
+    ok = not tr.pending and not tr.violated  # rank 1's violation was answered by the new reference
+    if rank == 1:
+        ok = ok and _count(tr, "sent", "balance_reply") == 0 and _count(tr, "sent", "violation") == 1
     if coordinator is not None:
         stats = coordinator.coordinator.stats
-        ok = ok and stats.violations == 1 and stats.full_syncs["augmented"] == 1  # rank 1's was dropped
+        ok = ok and stats.violations == 1 and stats.full_syncs["augmented"] == 1  # rank 1's is a reply
+        ok = ok and _count(tr, "received", "balance_reply") == k - 2 and coordinator.idle
     models = np.array(steps.allgather(_model(learners)))
-    np.testing.assert_allclose(models, np.broadcast_to(models[0], models.shape), atol=1e-12)
+    mean = np.array(steps.allgather(sent)).mean(axis=0)
+    np.testing.assert_allclose(models, np.broadcast_to(mean, models.shape), atol=1e-12)
+    assert all(_all(steps, ok))
+    steps.Free()
+    comm.Free()
+
+
+def test_a_violation_overtaken_by_a_full_sync_is_dropped():
+    """Rank 0's own violation forces a full sync; rank 1 violates before it has
+    seen FULLSYNC. The full sync includes rank 1's model, so its violation is
+    stale when rank 0 gets it: dropped, not resolved again."""
+    comm, steps, learners, tr, coordinator = _setup(delta=1e-6)
+    rank, k = comm.Get_rank(), comm.Get_size()
+    _set(learners, np.full(N + 1, float(rank)))
+    if coordinator is not None:
+        coordinator.coordinator.counter = k  # the violation counter is due: the next violation forces a full sync
+        coordinator.violate(tr.own_violation())
+        coordinator.progress(1)
+    steps.Barrier()
+    if rank == 1:
+        tr.send_violation_async()  # sent before rank 1 has seen FULLSYNC
+    steps.Barrier()
+    members = _resolve(tr, coordinator, steps)
+    assert members == list(range(k))
+    models = np.array(steps.allgather(_model(learners)))
+    np.testing.assert_allclose(models, np.full(models.shape, (k - 1) / 2), atol=1e-12)
+    ok = not tr.pending and not tr.violated and tr._full_sync is None
+    if coordinator is not None:
+        stats = coordinator.coordinator.stats
+        ok = ok and stats.violations == 1 and stats.full_syncs["forced"] == 1 and sum(stats.full_syncs.values()) == 1
+        ok = ok and _count(tr, "received", "violation") == 1 and coordinator.idle
     assert all(_all(steps, ok))
     steps.Free()
     comm.Free()
