@@ -264,6 +264,7 @@ class MPITransport:
         self.coordinating = self.rank == 0
         self.serving = False  # rank 0, sync mode: the followers are in serve() and need commands
         self.last_sent = None  # z this learner last sent, until a result arrives
+        self._sent_step = None  # its step count then, if z was its model exactly (``_sent``)
         self.epoch = 0  # sync results (balanced models, new references, full syncs) received
         self.references = 0  # of which new references (full syncs, balancing sets of everyone)
         # async: this rank's model is in a resolution under way (it violated, or replied to a
@@ -295,9 +296,12 @@ class MPITransport:
         """This rank's model z (dense, dim = n + 2)."""
         return self.learners.models([0])[0]
 
-    def _sent(self, z):
-        """Remember z as the model this learner last sent."""
+    def _sent(self, z, exact=True):
+        """Remember z as the model this learner last sent; ``exact``: z is its
+        model itself (not a quantized message), so that while it makes no step
+        there is no progress to keep (``_take``)."""
         self.last_sent = z
+        self._sent_step = int(self.learners.steps[0]) if exact else None
         return z
 
     def _message(self):
@@ -305,14 +309,16 @@ class MPITransport:
         decodes it, so that a quantized message's rounding error stays in the
         steps this learner keeps (error feedback, docs/WIRE.md)."""
         buf = self.learners.message(0)
-        self._sent(self._model() if self.learners.compress == "none" else self.learners.decode(buf))
+        exact = self.learners.compress == "none"
+        self._sent(self._model() if exact else self.learners.decode(buf), exact)
         return buf
 
     def _take(self, z, new_reference, total=False):
         """This rank's learner takes model z (with new_reference, r ← z too;
         with total, z is the sum of every rank's model, the mean taken in the
         same pass), keeping the steps it made since it last sent its model."""
-        progress = None if self.last_sent is None else self.learners.progress(0, self.last_sent)
+        moved = self.last_sent is not None and self._sent_step != self.learners.steps[0]
+        progress = self.learners.progress(0, self.last_sent) if moved else None  # none without a step
         self.references += bool(total or new_reference)
         if total:
             self.learners.set_reference_sum(z, self.k)

@@ -44,6 +44,13 @@ def _set(learners, w):
     learners.take(0, learners.weights_z(w[:N], w[N]))
 
 
+def _step(learners, w):
+    """As a step of learning would: the model becomes w, and the step is counted
+    (a learner that made no step since it sent its model has no progress to keep)."""
+    _set(learners, w)
+    learners.steps[0] += 1
+
+
 def _resolve(tr, coordinator, steps):
     """Rank 0 resolves until a resolution has ended and nothing is left; the
     followers answer until rank 0 releases them (FINISH)."""
@@ -74,7 +81,7 @@ def test_balancing_keeps_the_mean_and_the_progress_made_meanwhile():
     sent = _model(learners)
     steps.Barrier()
     meanwhile = 0.05 * np.random.default_rng(10 + rank).standard_normal(N + 1)  # steps while it is resolved
-    _set(learners, sent + meanwhile)
+    _step(learners, sent + meanwhile)
     before = steps.allgather(_model(learners))
     members = _resolve(tr, coordinator, steps)
     after = np.array(steps.allgather(_model(learners)))
@@ -197,7 +204,7 @@ def test_a_fetched_member_awaits_the_result_and_keeps_its_steps():
     steps.Barrier()
     meanwhile = 0.05 * np.random.default_rng(20 + rank).standard_normal(N + 1)
     if rank in (0, 1):
-        _set(learners, sent + meanwhile)  # steps made after the reply
+        _step(learners, sent + meanwhile)  # steps made after the reply
     steps.Barrier()
     if coordinator is not None:
         from mpisgd.comm import _wait
