@@ -279,11 +279,12 @@ class Coordinator:
         """Δ_t for a check after round t (t ≥ 1; or an array of such t).
         With delta AUTO the pilot's checks (t ≤ P) find nobody: Δ_t = ∞."""
         if self.config.auto:
-            pilot = np.asarray(t) <= self.config.pilot_rounds  # the pilot's checks find nobody
+            pilot = t <= self.config.pilot_rounds  # the pilot's checks find nobody
             if self.delta is None and not np.all(pilot):
                 raise RuntimeError("threshold: the pilot of --delta auto has not ended")
-            delta = np.where(pilot, math.inf, math.inf if self.delta is None else self.delta)
-            return delta if np.ndim(t) else float(delta)
+            if np.ndim(t) == 0:  # one check (a resolution's): no array arithmetic
+                return math.inf if pilot else float(self.delta)
+            return np.where(pilot, math.inf, math.inf if self.delta is None else self.delta)
         if self.config.delta_decay:
             return self.delta / np.sqrt(t)  # Δ_t = Δ0 / √t
         return self.delta
