@@ -501,6 +501,7 @@ class Run:
         else:
             while tr.dones < self.size - 1 or not coordinator.idle:
                 coordinator.progress(t)
+                os.sched_yield()  # as every wait: the followers it waits for may need this core
             tr.finish()
         tr.end_pace()  # every rank has said DONE: it started every pacing barrier before round t
 
