@@ -519,6 +519,12 @@ class Pilot:
                 for p in self.parts]
 
 
+def warm_up_auto(config, learner):
+    """Load the kernels of --delta auto's pilot and rule (numba reads its cache
+    on a function's first call, tens of milliseconds) before a run's clock starts."""
+    auto_delta(config, learner, [(float(pilot_values(np.array([0, 1]), np.ones(1), np.ones(1), learner)[0]), 1)])
+
+
 def auto_delta(config, learner, statistics):
     """Δ = c·√(η_P · η_P²·G) = c·η_P·√(η_P·G) (docs/ALGORITHMS.md §4.4): the
     geometric mean of the step size η_P (the scale of SGD's own fluctuation)

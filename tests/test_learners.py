@@ -328,3 +328,41 @@ def test_the_estimate_bounds_the_variance(seed):
         assert estimate >= naive_variance(w, b) - 1e-9 * max(1.0, estimate)
         if lo % 50 == 0:  # a new reference: the mean, or (a balancing-style r) one learner's model
             L.set_reference(L.mean_model() if lo % 100 == 0 else L.models([k - 1])[0])
+
+
+_WARM_UP_CHECK = """
+import numpy as np
+from mpisgd.kernels import losses, online, schedules
+from mpisgd.learners import OnlineLearners
+from mpisgd.protocol import ProtocolConfig, auto_delta, pilot_values, warm_up_auto
+
+learner = {"loss": "log"}
+config = ProtocolConfig(name="dynamic", delta="auto")
+L = OnlineLearners(1, 10, **learner)
+L.warm_up()
+warm_up_auto(config, learner)
+kernels = (online.learn_rows, losses.dloss, schedules.eta)
+before = [set(k.signatures) for k in kernels]
+indptr, indices, data, y = np.array([0, 2]), np.array([1, 5], np.int32), np.array([1.0, 2.0]), np.array([1.0])
+for rows in (indices, data, y):
+    rows.setflags(write=False)  # as read from a shard
+owner = np.zeros(1, np.int64)
+L.learn(indptr, indices, data, y, owner)
+L.learn_until_violation(indptr, indices, data, y, owner, np.array([1]), np.array([1e300]))
+auto_delta(config, learner, [(float(pilot_values(indptr, data, y, learner).sum()), 1)])
+print([sorted(map(str, set(k.signatures) - b)) for k, b in zip(kernels, before)])
+"""
+
+
+def test_warm_up_loads_the_kernels_of_a_run_on_shard_rows():
+    """After ``warm_up`` (and ``warm_up_auto`` under --delta auto) a run calls
+    no kernel numba has yet to load: rows read from a shard are read-only views,
+    a specialization of their own, and a first call reads numba's cache (tens of
+    ms, 52 ms for learn_rows) inside the run's clock. In a fresh process, since
+    numba's dispatchers are per process."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _WARM_UP_CHECK], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[[], [], []]", done.stdout
