@@ -144,7 +144,8 @@ class OnlineLearners:
         a function's first call, tens of milliseconds each) on a scratch copy,
         so that the first check point costs no more than the others."""
         scratch = OnlineLearners(1, 1, **self.options)
-        indptr, indices, data, y, owner = np.array([0, 1]), np.zeros(1, np.int32), np.ones(1), np.ones(1), np.zeros(1, np.int64)
+        indptr, indices, owner = np.array([0, 1]), np.zeros(1, np.int32), np.zeros(1, np.int64)
+        data, y = np.ones(1), np.ones(1)
         scratch.learn(indptr, indices, data, y, owner)
         for rows in (indices, data, y):  # rows read from a shard are read-only views: another specialization
             rows.setflags(write=False)

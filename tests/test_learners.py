@@ -357,9 +357,9 @@ print([sorted(map(str, set(k.signatures) - b)) for k, b in zip(kernels, before)]
 def test_warm_up_loads_the_kernels_of_a_run_on_shard_rows():
     """After ``warm_up`` (and ``warm_up_auto`` under --delta auto) a run calls
     no kernel numba has yet to load: rows read from a shard are read-only views,
-    a specialization of their own, and a first call reads numba's cache (tens of
-    ms, 52 ms for learn_rows) inside the run's clock. In a fresh process, since
-    numba's dispatchers are per process."""
+    a specialization of their own, and a first call reads numba's cache inside
+    the run's clock. In a fresh process, since numba's dispatchers are per
+    process."""
     import subprocess
     import sys
 
