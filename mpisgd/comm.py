@@ -282,7 +282,6 @@ class MPITransport:
         self._cut = None  # async: (request, agreed round) of the cut being agreed on
         self._sends = []  # (request, buffer) of nonblocking sends not known to be complete
         self._full_sync = None  # async: this rank's full sync in flight
-        self._fetching = None  # rank 0, async: the fetch under way (``start_fetch``), until its models are in
         self._deferred = None  # async: (ready, action) of a message of rank 0 that waits for a relayed result
         # async: the pacing barriers (``start_pace``) on a duplicate communicator, made here
         # while every rank is at the start; None in sync mode
@@ -533,9 +532,9 @@ class MPITransport:
     def start_fetch(self, ids, violations=None):
         """REQUEST to each learner of ids but 0, carrying the results rank 0 has sent it:
         it replies once it has taken them all (a relayed one may come after the request).
-        Async: a current violation of a learner is its reply (docs/WIRE.md, "Default
-        mode"): ``violations`` {id: z} already received are taken without a REQUEST, and
-        one that arrives meanwhile is taken by ``collect``."""
+        ``violations`` {id: z}: models of learners that answer otherwise, sent no REQUEST
+        (async: a current violation is its learner's reply, ``AsyncCoordinator``); the
+        returned handle's ``answer`` takes one that comes later."""
         ids = [int(i) for i in ids]
         violations = violations or {}
         for i in ids:
@@ -544,7 +543,6 @@ class MPITransport:
         fetch = _Replies(self, ids, REPLY, "balance_reply")
         for i, z in violations.items():
             fetch.answer(i, z)
-        self._fetching = fetch
         return fetch
 
     def start_distances(self):
@@ -772,9 +770,8 @@ class MPITransport:
         return 0, self.epoch % EPOCHS, self._sent(self._model())
 
     def collect(self):
-        """Rank 0, async: the violations (src, epoch, model) that have arrived,
-        but for a current one of a learner the fetch under way awaits, which is
-        its reply; DONE notices are counted in ``dones``."""
+        """Rank 0, async: the violations (src, epoch, model) that have arrived;
+        DONE and STOP notices are counted in ``dones`` and ``stops``."""
         out = []
         while True:
             found = self.comm.probe(MPI.ANY_SOURCE, MPI.ANY_TAG, block=False)
@@ -783,11 +780,7 @@ class MPITransport:
             src, tag = found
             if tag >= VIOLATION_ASYNC:
                 buf, _s, _t = self.comm.recv_bytes_message(src, tag, "violation")
-                fetch, epoch = self._fetching, tag - VIOLATION_ASYNC
-                if fetch is not None and src in fetch.missing and self.current(src, epoch):
-                    fetch.answer(src, self.learners.decode(buf))
-                else:
-                    out.append((src, epoch, self.learners.decode(buf)))
+                out.append((src, tag - VIOLATION_ASYNC, self.learners.decode(buf)))
             elif tag == COMMAND:
                 cmd = np.empty(1, dtype=np.int64)
                 self.comm.Recv(cmd, src, COMMAND, "control")
@@ -941,8 +934,6 @@ class _Replies:
                 self.out[row] = value
         if self.missing:
             return False, None
-        if tr._fetching is self:
-            tr._fetching = None
         return True, (self.out if self.tag == REPLY else self.out[:, 0])
 
 

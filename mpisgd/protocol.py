@@ -768,6 +768,7 @@ class AsyncCoordinator:
         self.queue = []  # (src, epoch, model) of violations not yet resolved
         self.active = None  # the resolution under way (a generator)
         self.waiting = None  # the handle it waits on
+        self.fetched = set()  # the followers whose replies the fetch under way awaits
         self.members = None  # the last balancing set
 
     @property
@@ -783,10 +784,12 @@ class AsyncCoordinator:
         self.queue.extend(self.transport.collect())
         while True:
             if self.waiting is not None:
+                for i, z in self._violations_of(self.fetched).items():
+                    self.waiting.answer(i, z)
                 done, reply = self.waiting.test()
                 if not done:
                     return
-                self.waiting = None
+                self.waiting, self.fetched = None, set()
             elif self.active is None:
                 if not self._start(t):
                     return
@@ -805,10 +808,13 @@ class AsyncCoordinator:
 
     def _violations_of(self, ids):
         """The queued current violations of the followers among ids, taken from the
-        queue: {id: model}."""
-        tr, fetched = self.transport, set(ids) - {0}
-        taken = {src: model for src, epoch, model in self.queue if src in fetched and tr.current(src, epoch)}
-        self.queue = [v for v in self.queue if v[0] not in taken]
+        queue (and from ``fetched``): {id: model}. Each is its learner's reply to
+        the fetch: that learner does not answer its REQUEST (docs/WIRE.md)."""
+        tr, ids = self.transport, set(ids) - {0}
+        taken = {src: model for src, epoch, model in self.queue if src in ids and tr.current(src, epoch)}
+        if taken:
+            self.queue = [v for v in self.queue if v[0] not in taken]
+            self.fetched -= taken.keys()
         return taken
 
     def _run(self, reply):
@@ -820,8 +826,10 @@ class AsyncCoordinator:
             except StopIteration as stop:
                 self.active, self.members = None, stop.value
                 return
-            if method == "fetch":
-                args.append(self._violations_of(args[0]))
+            if method == "fetch":  # the queued violations of its learners are their replies
+                ids, violations = args[0], self._violations_of(args[0])
+                self.fetched = {int(i) for i in ids} - {0} - violations.keys()
+                args.append(violations)
             if method in self.NONBLOCKING:
                 self.waiting = getattr(self.transport, self.NONBLOCKING[method])(*args)
                 return
