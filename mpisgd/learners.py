@@ -153,7 +153,7 @@ class OnlineLearners:
         z = scratch.models([0])[0]
         scratch.distances()
         scratch.summaries()
-        scratch.message(0)
+        scratch.decode(scratch.message(0))
         scratch.take(0, z, scratch.progress(0, z))
         scratch.set_reference(scratch.mean_model())
         scratch.set_reference_sum(scratch.sync_parts([0])[0][0], 1)
@@ -255,16 +255,18 @@ class OnlineLearners:
     def message(self, l):
         """The wire message of learner l's model (sparse when smaller;
         compressed with ``compress``)."""
-        return self._encode(l, self.alpha[l], self.bias[l], *online.support(self.V[l], self.s[l]))
+        return self._encode(l, self.alpha[l], self.bias[l], self.V[l], self.s[l])
 
     def encode(self, l, z):
         """The wire message of model z = [u, b, α], sent by learner l."""
         z = np.ascontiguousarray(z, dtype=np.float64)
-        return self._encode(l, z[self.n_features + 1], z[self.n_features], *online.support(z[: self.n_features], 1.0))
+        return self._encode(l, z[self.n_features + 1], z[self.n_features], z[: self.n_features], 1.0)
 
-    def _encode(self, l, alpha, bias, idx, vals):
+    def _encode(self, l, alpha, bias, u, scale):
+        """The message of w = α·r + scale·u, bias b."""
         if self.compress == "none":
-            return wire.encode(alpha, bias, idx, vals, self.n_features)
+            return wire.encode(alpha, bias, u, scale, self.n_features)
+        idx, vals = online.support(u, scale)
         # learner l's next draws (wire.uniforms): the same for a rank and the simulator
         uniform = wire.uniforms([self.first_id + l], [self.encoded[l]], len(idx))[0]
         self.encoded[l] += 1

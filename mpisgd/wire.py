@@ -29,7 +29,7 @@ import functools
 import numpy as np
 
 from mpisgd.errors import MpisgdError
-from mpisgd.kernels import sync
+from mpisgd.kernels import message, sync
 
 CATEGORIES = ("violation", "balance_request", "balance_reply", "balance_result", "full_sync", "control")
 CONTROL_BYTES = 8  # one int64
@@ -59,43 +59,22 @@ def summary_nbytes(directions):
     return 8 * (1 + directions)
 
 
-def encode(alpha, bias, idx, vals, n):
-    """Model message (uint8 buffer) for w = α·r + u, u given sparsely."""
-    nnz = len(idx)
-    if 12 * nnz < 8 * n:
-        buf = np.empty(16 + 12 * nnz, dtype=np.uint8)
-        head = buf[: 16 + 8 * nnz].view(np.float64)
-        head[0], head[1] = alpha, bias
-        head[2:] = vals
-        buf[16 + 8 * nnz :].view(np.int32)[:] = idx
-        return buf
-    buf = np.zeros(16 + 8 * n, dtype=np.uint8)
-    body = buf.view(np.float64)
-    body[0], body[1] = alpha, bias
-    body[2 + np.asarray(idx, dtype=np.int64)] = vals
-    return buf
+def encode(alpha, bias, u, scale, n):
+    """Model message (uint8 buffer) for w = α·r + scale·u (u dense, length n):
+    its non-zeros sparsely, or u densely, whichever is smaller."""
+    return message.pack(float(alpha), float(bias), np.ascontiguousarray(u, dtype=np.float64), float(scale), int(n))
 
 
 def decode(buf, n):
     """Model message (1-D uint8) -> dense z = [u, b, α] (length n + 2)."""
     _check_buffer(buf)
-    size = len(buf)
-    z = np.zeros(n + 2, dtype=np.float64)
-    if size == 16 + 8 * n:
-        body = buf.view(np.float64)
-        z[:n] = body[2:]
-    elif size >= 16 and (size - 16) % 12 == 0 and size < 16 + 8 * n:
-        nnz = (size - 16) // 12
-        head = buf[: 16 + 8 * nnz].view(np.float64)
-        idx = buf[16 + 8 * nnz :].view(np.int32)
-        if nnz and (idx[0] < 0 or idx[-1] >= n or (nnz > 1 and np.any(idx[1:] <= idx[:-1]))):
-            raise MpisgdError(f"wire: a sparse model message of {nnz} entries has indices outside "
-                              f"[0, {n}) or not strictly increasing")
-        z[idx] = head[2:]
-        body = head
-    else:
-        raise MpisgdError(f"wire: a model message of {size} bytes does not fit n_features={n}")
-    z[n], z[n + 1] = body[1], body[0]
+    z = np.empty(n + 2, dtype=np.float64)
+    status = message.unpack(np.ascontiguousarray(buf), int(n), z)
+    if status == message.BAD_SIZE:
+        raise MpisgdError(f"wire: a model message of {len(buf)} bytes does not fit n_features={n}")
+    if status == message.BAD_INDEX:
+        raise MpisgdError(f"wire: a sparse model message of {(len(buf) - 16) // 12} entries has indices "
+                          f"outside [0, {n}) or not strictly increasing")
     return z
 
 
@@ -455,7 +434,7 @@ def relay_trailer(ranks, k):
     """The trailer of a result to ranks[0], whose subtree is ``ranks`` (increasing)."""
     if len(ranks) == k - 1 and relayed(len(ranks)):
         return np.array([EVERYONE], dtype=np.int32).view(np.uint8)
-    return np.append(np.asarray(ranks, dtype=np.int32), np.int32(len(ranks))).view(np.uint8)
+    return np.concatenate([np.asarray(ranks, np.int32), np.array([len(ranks)], np.int32)]).view(np.uint8)
 
 
 def relay_result_nbytes(message_nbytes, m, k):
@@ -476,6 +455,8 @@ def relay_result(buf, rank, k):
     if len(buf) < 4:
         raise MpisgdError(f"relayed result: {len(buf)} bytes, too short for its set")
     m = int(buf[-4:].view(np.int32)[0])
+    if m == 1 and len(buf) >= 8 and int(buf[-8:-4].view(np.int32)[0]) == rank:
+        return buf[:-8], []  # the receiver alone (a set sent directly): nothing to hand on
     if m == EVERYONE:
         return buf[:-4], [(c, buf) for c in _everyone_children(rank, k)]
     if not 1 <= m < k or len(buf) < 4 * (m + 1):

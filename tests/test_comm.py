@@ -17,7 +17,7 @@ def test_counting_comm_counts_buffers_by_category():
 
     comm = CountingComm(MPI.COMM_SELF.Dup())
     try:
-        msg = wire.encode(0.5, 1.0, np.array([1, 4], np.int32), np.array([2.0, 3.0]), 100)
+        msg = wire.encode(0.5, 1.0, np.eye(100)[1] * 2.0 + np.eye(100)[4] * 3.0, 1.0, 100)
         request = comm.Isend(msg, 0, 7, "violation")
         buf, src, tag = comm.recv_bytes_message(0, 7, "violation")
         comm.wait(request)

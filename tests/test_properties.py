@@ -64,6 +64,19 @@ def naive_decode(buf, n):
     return np.array(z, dtype=np.float64)
 
 
+def naive_encode(alpha, bias, u, scale, n):
+    """The wire format of mpisgd/wire.py written field by field: the non-zeros
+    of u (NaN included) as [α, b, values…] float64 then [indices…] int32 when
+    12·nnz < 8·n, else [α, b, scale·u] float64 with +0.0 where u is zero."""
+    u = [float(x) for x in u]  # Python floats: scale·u overflows to ±inf silently, as in the kernel
+    idx = [j for j in range(n) if u[j] != 0.0]
+    if 12 * len(idx) < 8 * n:
+        head = np.array([alpha, bias] + [scale * u[j] for j in idx], "<f8").tobytes()
+        return np.frombuffer(head + np.array(idx, "<i4").tobytes(), np.uint8)
+    dense = [scale * u[j] if u[j] != 0.0 else 0.0 for j in range(n)]
+    return np.frombuffer(np.array([alpha, bias] + dense, "<f8").tobytes(), np.uint8)
+
+
 def check_decode(buf, n):
     expected = naive_decode(buf, n)
     if expected is None:
@@ -93,15 +106,23 @@ def messages():
     return st.integers(0, 2**63).map(message_of)
 
 
+def dense(idx, vals, n):
+    u = np.zeros(n)
+    u[idx] = vals
+    return u
+
+
 @share(0.2)
-@given(messages())
-def test_wire_round_trip(message):
+@given(messages(), st.sampled_from([1.0, -0.5, 3.0, 1e-300]))
+def test_wire_encode_is_its_twin_and_round_trips(message, scale):
+    """The message of scale·u has the twin's bytes, and decodes to scale·u."""
     n, idx, vals, alpha, bias = message
-    z = wire.decode(wire.encode(alpha, bias, idx, vals, n), n)
-    expected = np.zeros(n + 2)
-    expected[idx] = vals
-    expected[n], expected[n + 1] = bias, alpha
-    np.testing.assert_array_equal(z, expected)
+    u = dense(idx, vals, n)
+    buf = wire.encode(alpha, bias, u, scale, n)
+    assert buf.dtype == np.uint8 and buf.tobytes() == naive_encode(alpha, bias, u, scale, n).tobytes()
+    with np.errstate(over="ignore"):
+        expected = np.append(np.where(u != 0.0, scale * u, 0.0), [bias, alpha])
+    np.testing.assert_array_equal(wire.decode(buf, n), expected)  # NaN == NaN here
 
 
 @share(0.5)
@@ -110,7 +131,7 @@ def test_wire_round_trip(message):
 def test_wire_mutated_messages(message, mutations):
     """Bytes flipped, cut, added, or an index overwritten with any int32."""
     n, idx, vals, alpha, bias = message
-    buf = bytearray(wire.encode(alpha, bias, idx, vals, n).tobytes())
+    buf = bytearray(wire.encode(alpha, bias, dense(idx, vals, n), 1.0, n).tobytes())
     for kind, pos, value in mutations:
         if kind == "flip" and buf:
             buf[pos % len(buf)] ^= 1 << (value % 8)

@@ -13,7 +13,9 @@ def test_round_trip_and_size(n, nnz):
     rng = np.random.default_rng(n * 100 + nnz)
     idx = np.sort(rng.choice(n, size=nnz, replace=False)).astype(np.int32)
     vals = rng.normal(size=nnz)
-    buf = wire.encode(0.75, -1.5, idx, vals, n)
+    u = np.zeros(n)
+    u[idx] = vals
+    buf = wire.encode(0.75, -1.5, u, 1.0, n)
     assert buf.dtype == np.uint8
     assert len(buf) == wire.model_nbytes(nnz, n)
     assert len(buf) == (16 + 12 * nnz if 12 * nnz < 8 * n else 16 + 8 * n)
@@ -33,7 +35,7 @@ def test_wrong_length_is_refused():
 def test_sparse_indices_outside_u_or_out_of_order_are_refused(idx):
     """A negative index would land in the bias or scale slot of z, an index
     >= n in them or beyond: refused, as are repeats and disorder."""
-    buf = wire.encode(1.0, 0.0, np.arange(len(idx), dtype=np.int32), np.ones(len(idx)), 10)
+    buf = wire.encode(1.0, 0.0, (np.arange(10) < len(idx)).astype(float), 1.0, 10)
     buf[16 + 8 * len(idx):].view(np.int32)[:] = idx
     with pytest.raises(MpisgdError, match=r"indices outside \[0, 10\) or not strictly increasing"):
         wire.decode(buf, 10)
@@ -238,7 +240,7 @@ def test_a_relayed_result_reaches_every_member_once_in_log_depth(m, k):
     message has the size the simulator counts (relay_result_nbytes, by position)."""
     rng = np.random.default_rng(m)
     members = np.sort(rng.choice(np.arange(1, k), size=m, replace=False))
-    message = wire.encode(1.0, 0.5, np.array([0, 2], np.int32), np.array([1.0, -2.0]), 10)
+    message = wire.encode(1.0, 0.5, np.array([1.0, 0, -2.0, 0, 0, 0, 0, 0, 0, 0]), 1.0, 10)
     first = (int(members[0]), np.concatenate([message, wire.relay_trailer(members, k)]))
     seen = _walk(first, lambda rank, buf: wire.relay_result(buf, rank, k))
     assert sorted(seen) == members.tolist()
@@ -256,7 +258,7 @@ def test_a_small_set_gets_its_result_from_rank_0_directly(m, k):
     its receiver, which hands it on to no one; commands to at most that many
     followers are the plain int64."""
     assert not wire.relayed(m) and wire.relayed(m + 1) == (m == wire.RELAY_ABOVE)
-    message = wire.encode(1.0, 0.5, np.array([0, 2], np.int32), np.array([1.0, -2.0]), 10)
+    message = wire.encode(1.0, 0.5, np.array([1.0, 0, -2.0, 0, 0, 0, 0, 0, 0, 0]), 1.0, 10)
     for rank, size in zip(range(1, m + 1), wire.relay_result_nbytes(len(message), m, k)):
         buf = np.concatenate([message, wire.relay_trailer([rank], k)])
         kept, onward = wire.relay_result(buf, rank, k)
@@ -284,10 +286,11 @@ def test_fullsync_brings_each_rank_its_own_parity(k):
 @pytest.mark.parametrize("trailer", [np.array([5], np.int32), np.array([3, 2, 2], np.int32),
                                      np.array([0, 1], np.int32), np.array([3, 9, 2], np.int32),
                                      np.array([4, 3, 2], np.int32), np.array([-2], np.int32),
-                                     np.array([4, 5, 2], np.int32)])
+                                     np.array([4, 5, 2], np.int32), np.array([4, 1], np.int32),
+                                     np.array([1], np.int32)])
 def test_a_relayed_result_with_a_bad_set_is_refused(trailer):
     """Rank 3 receives it: its set must start with 3, increase, and stay in [1, 8)."""
-    message = wire.encode(1.0, 0.0, np.array([1], np.int32), np.array([1.0]), 10)
+    message = wire.encode(1.0, 0.0, np.eye(10)[1], 1.0, 10)
     with pytest.raises(MpisgdError, match="relayed result"):
         wire.relay_result(np.concatenate([message, trailer.view(np.uint8)]), 3, 8)
     with pytest.raises(MpisgdError, match="relayed result"):
