@@ -826,7 +826,8 @@ class AsyncCoordinator:
             except StopIteration as stop:
                 self.active, self.members = None, stop.value
                 return
-            if method == "fetch":  # the queued violations of its learners are their replies
+            if method == "fetch":  # the violations of its learners, come meanwhile too, are their replies
+                self.queue.extend(self.transport.collect())
                 ids, violations = args[0], self._violations_of(args[0])
                 self.fetched = {int(i) for i in ids} - {0} - violations.keys()
                 args.append(violations)
