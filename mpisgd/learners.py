@@ -340,13 +340,9 @@ class OnlineLearners:
         self.set_models([l], z)
 
     def set_reference(self, z):
-        """Every learner takes the model z, which becomes the new reference."""
-        n = self.n_features
-        self._flush_averages()
-        before = self.r, self.r_bias
-        self.r = z[n + 1] * self.r + z[:n]  # r ← α·r + u
-        self.r_bias = float(z[n])
-        self._new_reference(*before)
+        """Every learner takes the model z, which becomes the new reference:
+        r ← α·r + u, the sum of one model."""
+        self.set_reference_sum(z, 1)
 
     def _flush_averages(self):
         if self.average:
@@ -359,19 +355,9 @@ class OnlineLearners:
         n = self.n_features
         if len(self.Xi):
             self._push_direction(np.append(self.r - r_before, self.r_bias - bias_before))  # [r' − r, b' − r_b]
+            self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
         self.R = float(self.r @ self.r)
-        self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
-        self._restart()
-
-    def _restart(self):
-        """Every learner at the reference r: u = 0, α = s = 1, b = r_b."""
-        self.PX[:] = 0.0
-        self.V[:] = 0.0
-        self.alpha[:] = 1.0
-        self.s[:] = 1.0
-        self.bias[:] = self.r_bias
-        self.P[:] = 0.0
-        self.Q[:] = 0.0
+        online.restart(self.r_bias, self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.PX)
 
     def _push_direction(self, change):
         """The newest reference change becomes ξ_1; the older directions follow,

@@ -112,6 +112,22 @@ def set_models(ids, z, alpha, s, V, bias, P, Q, A, U, alpha_sum, s_sum, r, avera
 
 
 @njit(cache=True)
+def restart(r_bias, alpha, s, V, bias, P, Q, PX):
+    """Every learner at the reference r: u = 0 (v = 0, so P = Q = 0 and PX = 0), α = s = 1, b = r_b."""
+    k, n = V.shape
+    for l in range(k):
+        for j in range(n):
+            V[l, j] = 0.0
+        for q in range(PX.shape[1]):
+            PX[l, q] = 0.0
+        alpha[l] = 1.0
+        s[l] = 1.0
+        bias[l] = r_bias
+        P[l] = 0.0
+        Q[l] = 0.0
+
+
+@njit(cache=True)
 def gather_models(ids, alpha, s, V, bias, out, nnz):
     """out[i] = z of learner ids[i] = [s·v, b, α]; nnz[i] = the non-zeros of its v."""
     n = V.shape[1]
