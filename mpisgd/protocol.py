@@ -395,13 +395,16 @@ class Coordinator:
             yield from self.full_sync_steps("augmented")
             return list(range(k))
         delta = self.threshold(t)
-        total = np.asarray(models, dtype=np.float64).sum(axis=0)
+        total = np.array(models[0], dtype=np.float64)  # Σ of the models in order, as np.sum(axis=0) adds them
+        for z in models[1:]:
+            total += z
+        mean = total / len(members)
         distances = None
         inside = np.zeros(k, dtype=bool)  # B as a mask
         inside[members] = True
         # Augment B until its mean lies within Δ of r (then every member, taking
         # that mean, meets its local condition), or B is everyone.
-        while len(members) < k and (yield ("divergence", total / len(members))) > delta:
+        while len(members) < k and (yield ("divergence", mean)) > delta:
             if half and 4 * len(members) >= k:  # doubling B would reach half the learners: a full sync
                 yield from self.full_sync_steps("hedge")
                 return list(range(k))
@@ -418,7 +421,7 @@ class Coordinator:
             self.stats.model_messages["augmentation"] += len(new)
             if cfg.counter_counts == "contacted":
                 self.counter += len(new)
-        mean = total / len(members)
+            mean = total / len(members)
         everyone = len(members) == k
         yield ("send_balanced", np.array(sorted(members)), mean, everyone)
         self.stats.model_messages["balance"] += len(members)
