@@ -522,10 +522,12 @@ class Pilot:
                 for p in self.parts]
 
 
-def warm_up_auto(config, learner):
-    """Load the kernels of --delta auto's pilot and rule (numba reads its cache
-    on a function's first call, tens of milliseconds) before a run's clock starts."""
-    auto_delta(config, learner, [(float(pilot_values(np.array([0, 1]), np.ones(1), np.ones(1), learner)[0]), 1)])
+def warm_up_protocol(config, learner):
+    """Load the kernels of the protocol's own arithmetic before a run's clock
+    starts (numba reads its cache on a function's first call, tens of
+    milliseconds): under --delta auto, the pilot's and the rule's."""
+    if config.auto:
+        auto_delta(config, learner, [(float(pilot_values(np.array([0, 1]), np.ones(1), np.ones(1), learner)[0]), 1)])
 
 
 def auto_delta(config, learner, statistics):

@@ -62,7 +62,7 @@ from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
 from mpisgd.protocol import (MODES, AsyncCoordinator, CheckPoints, Coordinator, NodeCheckPoints, Pilot, ProtocolConfig,
-                             check_hierarchy_learner, warm_up_auto)
+                             check_hierarchy_learner, warm_up_protocol)
 
 
 
@@ -319,8 +319,7 @@ class Run:
     def run(self):
         """Train; returns (coef, intercept) of the final model on every rank."""
         self.learners.warm_up()  # no rank starts late
-        if self.config.protocol.auto:
-            warm_up_auto(self.config.protocol, self.config.learner)
+        warm_up_protocol(self.config.protocol, self.config.learner)
         wall = self._wall_start = time.perf_counter()
         rounds = self.source.rounds if (self.rank == 0 or not self.central) else 0
         t = 0

@@ -334,13 +334,13 @@ _WARM_UP_CHECK = """
 import numpy as np
 from mpisgd.kernels import losses, online, schedules
 from mpisgd.learners import OnlineLearners
-from mpisgd.protocol import ProtocolConfig, auto_delta, pilot_values, warm_up_auto
+from mpisgd.protocol import ProtocolConfig, auto_delta, pilot_values, warm_up_protocol
 
 learner = {"loss": "log"}
 config = ProtocolConfig(name="dynamic", delta="auto")
 L = OnlineLearners(1, 10, **learner)
 L.warm_up()
-warm_up_auto(config, learner)
+warm_up_protocol(config, learner)
 kernels = (online.learn_rows, losses.dloss, schedules.eta)
 before = [set(k.signatures) for k in kernels]
 indptr, indices, data, y = np.array([0, 2]), np.array([1, 5], np.int32), np.array([1.0, 2.0]), np.array([1.0])
@@ -355,7 +355,7 @@ print([sorted(map(str, set(k.signatures) - b)) for k, b in zip(kernels, before)]
 
 
 def test_warm_up_loads_the_kernels_of_a_run_on_shard_rows():
-    """After ``warm_up`` (and ``warm_up_auto`` under --delta auto) a run calls
+    """After ``warm_up`` (and ``warm_up_protocol`` under --delta auto) a run calls
     no kernel numba has yet to load: rows read from a shard are read-only views,
     a specialization of their own, and a first call reads numba's cache inside
     the run's clock. In a fresh process, since numba's dispatchers are per
