@@ -32,7 +32,8 @@ def pack(alpha, bias, u, scale, n):
         buf = np.empty(16 + 8 * n, np.uint8)
         head = buf.view(np.float64)
         for j in range(n):
-            head[2 + j] = scale * u[j] if u[j] != 0.0 else 0.0  # a zero of u (−0.0 too) is sent as +0.0, as the sparse form leaves it out
+            # a zero of u (−0.0 too) is sent as +0.0: the sparse form leaves it out
+            head[2 + j] = scale * u[j] if u[j] != 0.0 else 0.0
     head[0] = alpha
     head[1] = bias
     return buf
