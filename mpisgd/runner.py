@@ -454,6 +454,9 @@ class Run:
                 rate = (t - before) / elapsed
             self._end_pilot(t)  # before round P nobody violates: nothing is in flight
             answer(t)
+            # Leave the core at each block's end: with more ranks than cores the ranks a resolution
+            # waits for (rank 0, a fetched member) run sooner; a rank with a core of its own goes on at once.
+            os.sched_yield()
             if tr.pending and violated is None:  # fetched into a resolution (or a full sync) meanwhile
                 violated = t
             if violated is not None and tr.pending and t - violated >= staleness:
