@@ -152,6 +152,7 @@ class OnlineLearners:
         scratch.learn(indptr, indices, data, y, owner)
         z = scratch.models([0])[0]
         scratch.distances()
+        scratch.divergence(z)
         scratch.summaries()
         scratch.decode(scratch.message(0))
         scratch.take(0, z, scratch.progress(0, z))
@@ -226,10 +227,7 @@ class OnlineLearners:
 
     def divergence(self, z):
         """‖w(z) − r‖² for a model z = [u, b, α]: ‖(α − 1)·r + u‖² + (b − r_b)²."""
-        n = self.n_features
-        d = (z[n + 1] - 1.0) * self.r + z[:n]
-        db = z[n] - self.r_bias
-        return float(d @ d + db * db)
+        return float(online.divergence(np.ascontiguousarray(z, dtype=np.float64), self.r, self.r_bias))
 
     # -- models in and out ----------------------------------------------------
 

@@ -111,6 +111,19 @@ def set_models(ids, z, alpha, s, V, bias, P, Q, A, U, alpha_sum, s_sum, r, avera
         exact_px(l, V, Xi, PX)
 
 
+@njit(cache=True, fastmath={"reassoc"})  # the sum in any order, so that it vectorizes; NaN and inf kept
+def divergence(z, r, r_bias):
+    """‖w(z) − r‖² for a model z = [u, b, α] (w = α·r + u): ‖(α − 1)·r + u‖² + (b − r_b)², in one pass."""
+    n = r.shape[0]
+    a = z[n + 1] - 1.0
+    total = 0.0
+    for j in range(n):
+        d = a * r[j] + z[j]
+        total += d * d
+    db = z[n] - r_bias
+    return total + db * db
+
+
 @njit(cache=True)
 def restart(r_bias, alpha, s, V, bias, P, Q, PX):
     """Every learner at the reference r: u = 0 (v = 0, so P = Q = 0 and PX = 0), α = s = 1, b = r_b."""
