@@ -414,8 +414,8 @@ class Coordinator:
             if self._steering_sync(len(members) + len(new)):
                 yield from self.full_sync_steps("augmented")
                 return list(range(k))
-            fetched = np.asarray((yield ("fetch", np.array(new))), dtype=np.float64)
-            total += fetched[0] if len(fetched) == 1 else fetched.sum(axis=0)  # one model: itself, as its sum
+            models_in = np.asarray((yield ("fetch", np.array(new))), dtype=np.float64)
+            total += models_in[0] if len(models_in) == 1 else models_in.sum(axis=0)  # one model: itself, as its sum
             members += new
             inside[new] = True
             self.stats.augmented += len(new)

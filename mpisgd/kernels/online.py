@@ -113,7 +113,8 @@ def set_models(ids, z, alpha, s, V, bias, P, Q, A, U, alpha_sum, s_sum, r, avera
 
 @njit(cache=True, fastmath={"reassoc"})  # the sum in any order, so that it vectorizes; NaN and inf kept
 def divergence(z, r, r_bias):
-    """‖w(z) − r‖² for a model z = [u, b, α] (w = α·r + u): ‖(α − 1)·r + u‖² + (b − r_b)², in one pass."""
+    """‖w(z) − r‖² for a model z = [u, b, α] (w = α·r + u): ‖(α − 1)·r + u‖² + (b − r_b)²,
+    in one pass."""
     n = r.shape[0]
     a = z[n + 1] - 1.0
     total = 0.0
