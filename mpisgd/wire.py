@@ -455,14 +455,13 @@ def relay_result(buf, rank, k):
     if len(buf) < 4:
         raise MpisgdError(f"relayed result: {len(buf)} bytes, too short for its set")
     m = int(buf[-4:].view(np.int32)[0])
-    if m == 1 and len(buf) >= 8 and int(buf[-8:-4].view(np.int32)[0]) == rank:
-        return buf[:-8], []  # the receiver alone (a set sent directly): nothing to hand on
     if m == EVERYONE:
         return buf[:-4], [(c, buf) for c in _everyone_children(rank, k)]
     if not 1 <= m < k or len(buf) < 4 * (m + 1):
         raise MpisgdError(f"relayed result: a set of {m} members does not fit {len(buf)} bytes at {k} ranks")
     ranks = buf[-4 * (m + 1):-4].view(np.int32)
-    if ranks[0] != rank or ranks.max() >= k or np.any(np.diff(ranks) <= 0):
+    # increasing from rank (so its last is its largest); one rank alone, the common set, is increasing
+    if ranks[0] != rank or ranks[-1] >= k or (m > 1 and np.any(ranks[1:] <= ranks[:-1])):
         raise MpisgdError(f"relayed result at rank {rank}: its set {ranks.tolist()} is not increasing ranks "
                           f"in [1, {k}) from {rank}")
     message = buf[:-4 * (m + 1)]
