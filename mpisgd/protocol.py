@@ -395,7 +395,7 @@ class Coordinator:
             yield from self.full_sync_steps("augmented")
             return list(range(k))
         delta = self.threshold(t)
-        total = np.array(models[0], dtype=np.float64)  # Σ of the models in order, as np.sum(axis=0) adds them
+        total = np.array(models[0], dtype=np.float64)  # Σ of B's models, added one by one in order
         for z in models[1:]:
             total += z
         mean = total / len(members)
@@ -414,8 +414,8 @@ class Coordinator:
             if self._steering_sync(len(members) + len(new)):
                 yield from self.full_sync_steps("augmented")
                 return list(range(k))
-            models_in = np.asarray((yield ("fetch", np.array(new))), dtype=np.float64)
-            total += models_in[0] if len(models_in) == 1 else models_in.sum(axis=0)  # one model: itself, as its sum
+            for z in (yield ("fetch", np.array(new))):
+                total += z
             members += new
             inside[new] = True
             self.stats.augmented += len(new)
