@@ -1,7 +1,8 @@
 """Invariants of the coordinator's logic (mpisgd.protocol), over a plain dense
 transport: balancing keeps the mean model, every member of a balancing set
 meets its local condition afterwards, a full sync makes all models equal,
-and the violation counter forces a full sync."""
+and the violation counter forces a full sync; and the default mode's rule that
+a violation crossing a fetch is its learner's reply, over a scripted transport."""
 
 import math
 
@@ -391,3 +392,66 @@ def test_budget_prices_static_by_the_rows_non_zeros():
     assert sync_nbytes(6, k, 6) == dense_nbytes(6)  # narrow: no probe, dense
     coordinator.steer(0.0, 4000.0, 4000.0 * 10_000, n)  # 8 rows cover every feature: dense
     assert coordinator.budget["m8"] == n and coordinator.budget["S8"] == 8 + dense_nbytes(n)
+
+
+# -- the default mode's coordinator (AsyncCoordinator), over a scripted transport ------------
+
+
+class ScriptedTransport:
+    """Rank 0's async transport for k = 2, where rank 1's violation (epoch 0) comes
+    at the ``arrives``-th ``collect``; records the REQUESTs a fetch sends."""
+
+    def __init__(self, violation, arrives):
+        self.violation, self.arrives, self.collects = violation, arrives, 0
+        self.requests, self.balanced = [], []
+
+    def collect(self):
+        self.collects += 1
+        return [(1, 0, self.violation)] if self.collects == self.arrives else []
+
+    def current(self, src, epoch):
+        return epoch == 0  # no result has been sent yet
+
+    def divergence(self, model):
+        return math.inf  # the violator alone is not balanced: B grows to rank 1
+
+    def start_fetch(self, ids, violations):
+        self.requests += [int(i) for i in ids if int(i) not in violations]
+        return ScriptedFetch(ids, violations)
+
+    def send_balanced(self, ids, model, new_reference):
+        self.balanced.append((list(ids), np.array(model), new_reference))
+
+
+class ScriptedFetch:
+    def __init__(self, ids, violations):
+        self.ids, self.models = [int(i) for i in ids], dict(violations)
+
+    def answer(self, i, z):
+        assert i in self.ids and i not in self.models
+        self.models[i] = z
+
+    def test(self):
+        if len(self.models) < len(self.ids):
+            return False, None  # the REQUESTed learner does not reply: its violation is its reply
+        return True, np.array([self.models[i] for i in self.ids])
+
+
+@pytest.mark.parametrize("arrives, requests", [(2, []), (3, [1])])
+def test_a_violation_that_comes_during_a_resolution_is_its_learners_reply(arrives, requests):
+    """Rank 0 resolves its own violation and fetches rank 1, whose violation comes
+    while the resolution runs: before the fetch starts (collect 2), it is taken
+    without a REQUEST; while the fetch waits (collect 3), it answers the REQUEST.
+    Either way the balanced model is the mean of the two violations' models."""
+    from mpisgd.protocol import AsyncCoordinator
+
+    own, theirs = np.array([1.0, 2.0, 1.0]), np.array([3.0, 0.0, 1.0])
+    transport = ScriptedTransport(theirs, arrives)
+    coordinator = AsyncCoordinator(Coordinator(ProtocolConfig(delta=1.0), 2), transport)
+    coordinator.violate((0, 0, own))
+    for _ in range(5):  # each call takes what has come and advances as far as it can
+        coordinator.progress(1)
+    assert coordinator.idle and transport.requests == requests
+    [(ids, model, new_reference)] = transport.balanced
+    assert ids == [0, 1] and new_reference
+    np.testing.assert_array_equal(model, (own + theirs) / 2)
