@@ -31,7 +31,7 @@ STREAMS = {  # stream -> (constructor arguments, rounds, learner, dynamic Δ, b 
 }
 
 
-def compared_config(stream_name, protocol="dynamic", delta=None, period=None, theta=None):
+def compared_config(stream_name, protocol="dynamic", delta=None, period=None, theta=None, hedge="counter"):
     """The compared protocol's ProtocolConfig and its label (the stream's Δ and b unless given)."""
     from mpisgd.protocol import ProtocolConfig
 
@@ -40,7 +40,8 @@ def compared_config(stream_name, protocol="dynamic", delta=None, period=None, th
     if protocol == "dynamic":
         delta = default_delta if delta is None else delta
         label = delta if isinstance(delta, str) else format(delta, "g")  # a number or auto
-        return ProtocolConfig(name="dynamic", period=b, delta=delta), f"dynamic Δ={label} b={b}"
+        name = f"dynamic Δ={label} b={b}" + ("" if hedge == "counter" else f" {hedge}")
+        return ProtocolConfig(name="dynamic", period=b, delta=delta, hedge=hedge), name
     if protocol == "fda":
         theta = 1.0 if theta is None else theta
         return ProtocolConfig(name="fda", period=b, theta=theta), f"fda Θ={theta:g} b={b}"
@@ -102,6 +103,7 @@ def _speed(static, dynamic):
 
 def main():
     from mpisgd.commands.options import delta_value
+    from mpisgd.protocol import HEDGES
     from mpisgd.wire import COMPRESSIONS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -115,6 +117,7 @@ def main():
                    help="the protocol compared with static b=8 (default: dynamic)")
     p.add_argument("--delta", type=delta_value, default=None,
                    help="Δ of the dynamic protocol, a number or auto (default: 3 on the disjunction, 10 on rcv1)")
+    p.add_argument("--hedge", choices=HEDGES, default=None, help="the dynamic protocol's hedge (default: counter)")
     p.add_argument("--theta", type=float, default=None, help="Θ of fda (default 1)")
     p.add_argument("--period", type=int, default=None, help="its period b (default 8)")
     p.add_argument("--compress", choices=COMPRESSIONS, default="none",
@@ -122,6 +125,8 @@ def main():
     args = p.parse_args()
     if args.delta is not None and args.protocol != "dynamic":
         p.error(f"--delta is the dynamic protocol's, not {args.protocol}'s")
+    if args.hedge is not None and args.protocol != "dynamic":
+        p.error(f"--hedge is the dynamic protocol's, not {args.protocol}'s")
     if args.theta is not None and args.protocol != "fda":
         p.error(f"--theta is fda's, not {args.protocol}'s")
     if args.protocol == "static" and args.period in (None, 8) and args.compress == "none":
@@ -134,7 +139,8 @@ def main():
         for k in args.k:
             if stream == "rcv1" and k > args.max_rcv1_k:
                 continue
-            compared = compared_config(stream, args.protocol, args.delta, args.period, args.theta)
+            compared = compared_config(stream, args.protocol, args.delta, args.period, args.theta,
+                                       args.hedge or "counter")
             out, per_row = run(stream, k, args.networks, args.row_seconds, compared=compared, compress=args.compress,
                                rounds=args.rounds)
             for net, rows in out.items():
