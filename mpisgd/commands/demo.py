@@ -9,8 +9,8 @@ one full sync (nonblocking collectives) instead of balance requests through
 rank 0 (bench/README.md, "The demo's hedge"). Each run is
 ``mpiexec -n 4 python -m mpi4py -m mpisgd train --synthetic disjunction ...``
 (the mpiexec next to this Python); the table compares their online error,
-messages, bytes and wall time, from each run's report.json, and ``mpisgd compare`` draws
-the figures into --out.
+messages, bytes and wall time, from each run's report.json, and ``mpisgd
+compare`` draws the figures into --out.
 """
 
 HELP = "the main job: none vs static vs dynamic synchronization on a drifting disjunction, 4 ranks"
