@@ -319,6 +319,7 @@ class Run:
     def run(self):
         """Train; returns (coef, intercept) of the final model on every rank."""
         self.learners.warm_up()  # no rank starts late
+        self.source.warm_up()
         warm_up_protocol(self.config.protocol, self.config.learner)
         wall = self._wall_start = time.perf_counter()
         rounds = self.source.rounds if (self.rank == 0 or not self.central) else 0

@@ -55,6 +55,11 @@ class RowSource:
     def _blocks(self):
         raise NotImplementedError
 
+    def warm_up(self):
+        """Load the numba kernels that serving rows will call (numba reads its
+        cache on a function's first call, tens of milliseconds), so that a
+        run's clock and ``io_seconds`` hold none of it. Serves no row."""
+
     def take(self, m):
         """Up to m next rows as CSR (indptr from 0; indices, data and y are views
         of the block). Fewer rows at the end of a block; None at the end of the
@@ -125,6 +130,9 @@ class StreamSource(RowSource):
         for t0 in range(self._start, self.n_rows, self.block_rows):
             yield self.stream.rows(t0, min(self.n_rows, t0 + self.block_rows), [self.learner])
 
+    def warm_up(self):
+        self.stream.rows(0, 1, [self.learner])  # round 0, thrown away: the stream keeps no state
+
 
 class ShardSource(RowSource):
     """The rows of one or more HDF5 shards, in order, read ahead in blocks. A
@@ -167,6 +175,11 @@ class ShardSource(RowSource):
                                  resident_mb=self.resident_mb):
             yield block.indptr, block.indices, block.data, block.y
 
+    def warm_up(self):
+        from mpisgd.data.shard import warm_up
+
+        warm_up()  # the checksums the reader verifies segments with
+
 
 class RoundMajorSource(RowSource):
     """The rows of k sources interleaved by round: round t of source 0, of
@@ -206,6 +219,10 @@ class RoundMajorSource(RowSource):
     @property
     def io_seconds(self):
         return sum(s.io_seconds for s in self.sources)
+
+    def warm_up(self):
+        for s in self.sources:
+            s.warm_up()
 
 
 def _take_rows(source, m):

@@ -93,6 +93,14 @@ def _index_checksum(words, ints):
     return a, b, lo, hi
 
 
+def warm_up():
+    """Load the checksum kernels (numba reads its cache on a first call) with
+    the types segment verification calls them with: read-only views of a map."""
+    words = np.frombuffer(b"", np.uint32)
+    _index_checksum(words, np.frombuffer(b"", np.int32))
+    checksums(np.frombuffer(b"", np.uint8))
+
+
 def checksums(arr):
     """Segment checksums of an array's bytes (a (segments, 2) uint64 array)."""
     words = np.ascontiguousarray(arr).view(np.uint8).view(np.uint32)
