@@ -125,7 +125,7 @@ def run(args):
     for line in table(results):
         print(line)
     base, static = (r["online"]["errors"] for _n, r in results[:2])
-    static_c = results[1][1]["communication"]
+    static_c, static_wall = results[1][1]["communication"], results[1][1]["time"]["wall"]
     if base != static:
         for name, r in results[2:]:
             kept = (base - r["online"]["errors"]) / (base - static)
@@ -133,7 +133,7 @@ def run(args):
             print(f"{name}: keeps {100 * kept:.1f} % of static b=8's error reduction over none, with "
                   f"{100 * c['total_bytes'] / max(1, static_c['total_bytes']):.1f} % of its bytes, "
                   f"{100 * c['total_messages'] / max(1, static_c['total_messages']):.1f} % of its messages and "
-                  f"{100 * r['time']['wall'] / results[1][1]['time']['wall']:.0f} % of its wall time")
+                  f"{100 * r['time']['wall'] / static_wall:.0f} % of its wall time")
     from mpisgd.commands.compare import compare
 
     _text, paths = compare(outs, args.out)
