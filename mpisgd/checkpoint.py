@@ -402,7 +402,7 @@ def state(run, t):
     if agreed is not None:
         check_t, count, violators, models = agreed
         arrays["check/pending"] = np.array([check_t, count], dtype=np.int64)
-        if run.rank == 0:
+        if violators is not None:  # rank 0, where violations carry models
             arrays["check/violators"] = np.asarray(violators, dtype=np.int64)
             arrays["check/models"] = np.asarray(models, dtype=np.float64).reshape(len(violators), run.learners.dim)
     arrays.update({"comm/sent_messages": c.sent_messages, "comm/sent_bytes": c.sent_bytes,
@@ -462,8 +462,8 @@ def restore(run, T):
     tr.results_sent[...] = arrays["transport/results_sent"]
     if "check/pending" in arrays:
         check_t, count = (int(v) for v in arrays["check/pending"])
-        violators = [int(v) for v in arrays["check/violators"]] if run.rank == 0 else None
-        models = list(arrays["check/models"]) if run.rank == 0 else None
+        violators = [int(v) for v in arrays["check/violators"]] if "check/violators" in arrays else None
+        models = list(arrays["check/models"]) if "check/models" in arrays else None
         run.checkpoints.restore(check_t, count, violators, models)
     for name in ("sent_messages", "sent_bytes", "recv_messages", "recv_bytes"):
         getattr(c, name)[...] = arrays[f"comm/{name}"]

@@ -253,9 +253,12 @@ class MPITransport:
     balancing set's mean is the mean of their current models (docs/WIRE.md).
     """
 
-    def __init__(self, comm, learners, asynchronous=False):
+    def __init__(self, comm, learners, asynchronous=False, violation_models=True):
         self.comm = comm
         self.asynchronous = asynchronous
+        # whether a violation carries its model (not where every resolution is a full sync:
+        # ``ProtocolConfig.syncs_every_violation``); without, an async violation is an empty message
+        self.violation_models = violation_models
         self.learners = learners
         learners.first_id = comm.rank  # this rank's learner is learner `rank` of the run (its draws)
         self.rank = comm.rank
@@ -435,7 +438,7 @@ class MPITransport:
         model to rank 0, and every rank starts the nonblocking sum of violators."""
         violating = bool(self.learners.distances()[0] > delta)
         own = None
-        if violating:
+        if violating and self.violation_models:
             if self.coordinating:
                 own = self._sent(self._model())
             else:
@@ -445,11 +448,12 @@ class MPITransport:
 
     def end_check(self, handle):
         """Complete a check: (count, violators, models); violators and models on
-        rank 0 only (itself first if it violated, then increasing ranks)."""
+        rank 0 only (itself first if it violated, then increasing ranks), and
+        only where violations carry models."""
         request, _flag, count, own = handle
         self.comm.wait(request)
         count = int(count[0])
-        if not self.coordinating:
+        if not self.coordinating or not self.violation_models:
             return count, None, None
         violators, models = ([0], [own]) if own is not None else ([], [])
         received = {}
@@ -675,9 +679,11 @@ class MPITransport:
             action()
 
     def send_violation_async(self):
-        """Follower, async: Isend this rank's model as a violation tagged with its epoch."""
+        """Follower, async: Isend this rank's model (or, without violation
+        models, an empty message) as a violation tagged with its epoch."""
         self._prune_sends()  # never wait here: rank 0 may be waiting for this rank's reply
-        self._isend(self._message(), 0, VIOLATION_ASYNC + self.epoch % EPOCHS, "violation")
+        buf = self._message() if self.violation_models else np.empty(0, dtype=np.uint8)
+        self._isend(buf, 0, VIOLATION_ASYNC + self.epoch % EPOCHS, "violation")
         self.pending = self.violated = True
 
     def send_done(self):
@@ -765,12 +771,12 @@ class MPITransport:
     # -- rank 0, async ---------------------------------------------------------------
 
     def own_violation(self):
-        """Rank 0, async: its own violation, as (0, epoch, model)."""
+        """Rank 0, async: its own violation, as (0, epoch, model or None)."""
         self.pending = True
-        return 0, self.epoch % EPOCHS, self._sent(self._model())
+        return 0, self.epoch % EPOCHS, self._sent(self._model()) if self.violation_models else None
 
     def collect(self):
-        """Rank 0, async: the violations (src, epoch, model) that have arrived;
+        """Rank 0, async: the violations (src, epoch, model; None from an empty message) that have arrived;
         DONE and STOP notices are counted in ``dones`` and ``stops``."""
         out = []
         while True:
@@ -780,7 +786,7 @@ class MPITransport:
             src, tag = found
             if tag >= VIOLATION_ASYNC:
                 buf, _s, _t = self.comm.recv_bytes_message(src, tag, "violation")
-                out.append((src, tag - VIOLATION_ASYNC, self.learners.decode(buf)))
+                out.append((src, tag - VIOLATION_ASYNC, self.learners.decode(buf) if len(buf) else None))
             elif tag == COMMAND:
                 cmd = np.empty(1, dtype=np.int64)
                 self.comm.Recv(cmd, src, COMMAND, "control")

@@ -200,6 +200,16 @@ class ProtocolConfig:
         only cost time and count bytes that go nowhere."""
         return k > 1 and self.name in ("static", "dynamic", "fda")
 
+    def syncs_every_violation(self, k):
+        """Whether, among k learners, every resolution of the dynamic protocol
+        is a full sync, whatever the models: a violator is beyond Δ by its
+        own check, so its balancing set must grow, and with k ≤ 2 it grows to
+        everyone, with the half hedge and k ≤ 4 to half the learners. Then no
+        violation carries a model (the full sync's Allreduce takes every
+        model), and in sync mode a non-zero count of violators is the full
+        sync on every rank, with nothing sent to rank 0 (docs/ALGORITHMS.md §4.5)."""
+        return self.resolving and (k <= 2 or (self.hedge == "half" and k <= 4))
+
     @property
     def monitoring(self):
         """fda: every check is one small reduction of every learner's summary, and a
@@ -361,7 +371,8 @@ class Coordinator:
         generator of transport requests.
 
         ``violators``: ids of the learners whose local condition failed;
-        ``models``: their models, as they sent them. Every step that needs the
+        ``models``: their models, as they sent them (None where violations
+        carry none: ``ProtocolConfig.syncs_every_violation``). Every step that needs the
         transport is yielded as a tuple ``(method, *args)`` naming a transport
         method (``fetch``, ``divergence``, ``distances``, ``send_balanced``,
         ``full_sync``), and the generator is resumed with its result, so that
@@ -374,26 +385,13 @@ class Coordinator:
         if not members:
             self.count_quiet(1)
             return members
-        self.stats.checks += 1
-        self.stats.violations += len(members)
-        self.stats.model_messages["violation"] += len(members)
+        if not cfg.syncs_every_violation(k):
+            self.stats.model_messages["violation"] += len(members)
+        cause = self._count_violations(len(members))
+        if cause is not None:
+            yield from self.full_sync_steps(cause)
+            return list(range(k))
         half = cfg.hedge == "half"
-        if half:  # DynamicHedgeSync: no counter; a balancing set of half the learners becomes a full sync
-            if 2 * len(members) >= k:
-                yield from self.full_sync_steps("hedge")
-                return list(range(k))
-        else:
-            self.counter += len(members)  # v ← v + |B|
-        if not half and self.counter >= cfg.counter_limit * k:  # hedging: too many violations since the last full sync
-            yield from self.full_sync_steps("forced")
-            return list(range(k))
-        if cfg.burst_fraction > 0 and len(members) >= cfg.burst_fraction * k:
-            yield from self.full_sync_steps("burst")
-            return list(range(k))
-
-        if self._steering_sync(len(members)):
-            yield from self.full_sync_steps("augmented")
-            return list(range(k))
         delta = self.threshold(t)
         total = np.array(models[0], dtype=np.float64)  # Σ of B's models, added one by one in order
         for z in models[1:]:
@@ -433,6 +431,35 @@ class Coordinator:
         else:
             self.stats.balancings += 1
         return sorted(members)
+
+    def _count_violations(self, count):
+        """What ``count`` violators of one check decide before any model is
+        looked at: the cause of a full sync, or None when their balancing set
+        is to be grown."""
+        cfg, k = self.config, self.k
+        self.stats.checks += 1
+        self.stats.violations += count
+        half = cfg.hedge == "half"
+        if half and 2 * count >= k:  # DynamicHedgeSync: no counter; a balancing set of half the learners
+            return "hedge"
+        if not half:
+            self.counter += count  # v ← v + |B|
+            if self.counter >= cfg.counter_limit * k:  # hedging: too many violations since the last full sync
+                return "forced"
+        if cfg.burst_fraction > 0 and count >= cfg.burst_fraction * k:
+            return "burst"
+        if self._steering_sync(count):
+            return "augmented"
+        if cfg.syncs_every_violation(k):  # B would grow to everyone, or (half) to half of them
+            return "hedge" if half else "augmented"
+        return None
+
+    def sync_violations(self, count):
+        """The resolution of ``count`` violators where every resolution is a full
+        sync (``ProtocolConfig.syncs_every_violation``): decided from their
+        number alone, on every rank (sync mode), with no model sent."""
+        yield from self.full_sync_steps(self._count_violations(count))
+        return list(range(self.k))
 
     def _steering_sync(self, size):
         """--budget: a balancing set of ``size`` learners that would be everyone
@@ -593,7 +620,10 @@ class CheckPoints:
       of the run), so that the agreement travels while the learners learn b
       more rounds. If anyone violated, rank 0 resolves (``Coordinator``) while
       the others serve it; the violators keep the steps they made since they
-      sent (docs/ALGORITHMS.md §4). With ``lagged=False`` a check is settled
+      sent (docs/ALGORITHMS.md §4). Where every resolution is a full sync
+      (``ProtocolConfig.syncs_every_violation``) nobody sends a model and,
+      the count being non-zero, every rank takes part in the full sync at
+      once, with no command of rank 0. With ``lagged=False`` a check is settled
       as soon as it is begun (the simulator's count of the paper's instant
       resolution, used for ``--mode async``).
     - fda: the same lag for the variance check (docs/ALGORITHMS.md §8): at t
@@ -668,6 +698,8 @@ class CheckPoints:
         members = None
         if count == 0:
             self.coordinator.count_quiet(1)
+        elif self.lagged and self.coordinator.config.syncs_every_violation(self.coordinator.k):
+            members = drive(self.coordinator.sync_violations(count), transport)  # every rank knows what follows
         elif transport.coordinating:
             transport.open_resolution()
             members = self.coordinator.resolve(t, violators, models, transport)

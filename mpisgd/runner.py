@@ -155,15 +155,19 @@ class Run:
             config.protocol.check_hierarchy(config.mode, self.size, m)
             self.node_comm = node
             # the start, pilot and final collectives over every rank; the protocol between node leaders
-            self.world = MPITransport(self.comm, self.learners)
-            self.transport = MPITransport(leaders, self.learners) if leaders is not None else None
-            self.nodes = NodeTransport(node, self.learners, self.transport)
             self.coordinator = Coordinator(config.protocol, self.size // m)  # resolves on rank 0 only
+            models = not config.protocol.syncs_every_violation(self.coordinator.k)  # violations carry them
+            self.world = MPITransport(self.comm, self.learners)
+            self.transport = None if leaders is None else MPITransport(leaders, self.learners,
+                                                                        violation_models=models)
+            self.nodes = NodeTransport(node, self.learners, self.transport)
             self.checkpoints = NodeCheckPoints(self.coordinator)
         else:
-            self.transport = MPITransport(self.comm, self.learners, asynchronous=self.asynchronous)
-            self.world = self.transport
             self.coordinator = Coordinator(config.protocol, self.size)  # resolves on rank 0 only
+            models = not config.protocol.syncs_every_violation(self.size)  # violations carry them
+            self.transport = MPITransport(self.comm, self.learners, asynchronous=self.asynchronous,
+                                          violation_models=models)
+            self.world = self.transport
             self.transport.steer = self.coordinator.steer if config.protocol.budget else None
             self.checkpoints = CheckPoints(self.coordinator)
         self.timeline = Timeline()

@@ -71,9 +71,10 @@ class SimTransport:
 
     coordinating = True  # every learner is here: the coordinator's requests are carried out directly
 
-    def __init__(self, learners, ranks=None, mode="async", log=None):
+    def __init__(self, learners, ranks=None, mode="async", log=None, violation_models=True):
         self.L = learners
         self.mode = mode  # whose messages to count: ``train --mode sync`` or the default mode
+        self.violation_models = violation_models  # as ``MPITransport``'s
         self.log = log  # a ``netmodel.EventLog`` to write every message into, or None
         self._ids = 0  # message and request ids of the log
         self._deferred = None  # ids of violation messages rank 0 receives when the check settles
@@ -233,12 +234,19 @@ class SimTransport:
 
     def begin_check(self, delta):
         """Every learner checks ‖w_l − r‖² ≤ Δ; violators ≠ 0 send their models
-        (counted), and in sync mode every rank joins the sum of violators."""
+        (counted), and in sync mode every rank joins the sum of violators.
+        Without violation models a violator ≠ 0 sends an empty message in the
+        default mode, and nothing in sync mode (the sum tells every rank)."""
         violators = np.flatnonzero(self.L.distances() > delta)
-        models, nbytes = self._messages(violators, *self.L.models_and_nnz(violators))
         away = violators != 0  # rank 0's own violation is local
         self._deferred = []
-        self.up(violators[away], "violation", nbytes[away])
+        if self.violation_models:
+            models, nbytes = self._messages(violators, *self.L.models_and_nnz(violators))
+            self.up(violators[away], "violation", nbytes[away])
+        else:
+            models = None
+            if self.mode != "sync":
+                self.up(violators[away], "violation", 0)
         messages, self._deferred = self._deferred, None
         request = None
         if self.mode == "sync":
@@ -247,7 +255,7 @@ class SimTransport:
                 self._ids += 1
                 request = self._ids
                 self.log.iallreduce(8, request)
-        self.sent = dict(zip(violators.tolist(), models))
+        self.sent = {} if models is None else dict(zip(violators.tolist(), models))
         self.last_count = len(violators)
         return violators, models, messages, request
 
@@ -560,12 +568,14 @@ class Simulation:
             leaders = Leaders(self.L, protocol.node_size)
             self.nodes = NodeSim(leaders)
             self.world = SimTransport(self.L, self.k, mode)
-            self.transport = SimTransport(leaders, leaders.k, mode)
+            self.transport = SimTransport(leaders, leaders.k, mode,
+                                          violation_models=not protocol.syncs_every_violation(leaders.k))
             self.coordinator = Coordinator(protocol, leaders.k)
             self.checkpoints = NodeCheckPoints(self.coordinator)
             self.b = int(protocol.node_period)  # rounds between the stops of the loop: node averages
         else:
-            self.transport = self.world = SimTransport(self.L, self.k, mode, self.log)
+            self.transport = self.world = SimTransport(self.L, self.k, mode, self.log,
+                                                       violation_models=not protocol.syncs_every_violation(self.k))
             self.coordinator = Coordinator(protocol, self.k)
             self.transport.steer = self.coordinator.steer if protocol.budget else None
             self.coordinator.horizon = self.k * self.rounds

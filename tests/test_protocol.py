@@ -11,7 +11,7 @@ import pytest
 
 from mpisgd.errors import MpisgdError
 from mpisgd.protocol import (AUGMENTATIONS, DELTA_SCALE, RDA_DELTA_SCALE, Coordinator, Pilot, ProtocolConfig,
-                             auto_delta, pilot_values)
+                             auto_delta, drive, pilot_values)
 
 
 class DenseTransport:
@@ -348,13 +348,41 @@ def test_budget_steers_delta_by_what_is_left_against_what_the_budget_leaves():
     assert coordinator.threshold(5) == coordinator.delta
 
 
+@pytest.mark.parametrize("hedge, largest", [("counter", 2), ("half", 4)])
+def test_where_every_resolution_is_a_full_sync_violations_carry_no_model(hedge, largest):
+    """A violator is beyond Δ by its own check, so its balancing set grows: with
+    k ≤ 2 to everyone, with the half hedge and k ≤ 4 to half the learners. There
+    the coordinator resolves with no model (None) and without asking anyone:
+    a full sync, the mean of every model. Beyond, it needs the models."""
+    for other in (ProtocolConfig(name="static"), ProtocolConfig(name="fda", theta=1.0), ProtocolConfig(name="none")):
+        assert not other.syncs_every_violation(2)
+    config = ProtocolConfig(delta=1.0, hedge=hedge)
+    assert [k for k in range(1, 9) if config.syncs_every_violation(k)] == list(range(1, largest + 1))
+    for k in range(2, largest + 1):
+        for violating in range(1, k + 1):
+            models, reference = random_setup(k, 4, violating, spread=0.1)
+            transport = DenseTransport(models, reference)
+            coordinator = Coordinator(config, k)
+            members = coordinator.resolve(1, list(range(violating)), None, transport)
+            assert members == list(range(k)) and transport.fetched == []
+            np.testing.assert_allclose(transport.models, np.tile(models.mean(axis=0), (k, 1)), rtol=0, atol=1e-12)
+            causes = {c for c, n in coordinator.stats.full_syncs.items() if n}
+            assert causes == ({"hedge"} if hedge == "half" else {"forced" if violating == k else "augmented"})
+            assert coordinator.stats.violations == violating and coordinator.stats.model_messages["violation"] == 0
+            # sync mode: every rank decides from the agreed count alone, the same way
+            twin = Coordinator(config, k)
+            assert drive(twin.sync_violations(violating), DenseTransport(models, reference)) == members
+            assert twin.stats == coordinator.stats
+
+
 @pytest.mark.parametrize("budget", [None, 0.5])
 @pytest.mark.parametrize("k", [2, 3, 5])
 def test_with_a_budget_a_balancing_set_of_everyone_is_a_full_sync(k, budget):
     """With --budget, a balancing set that would hold every learner is a full
     sync instead (whose Allreduce steers Δ): the learners it would have fetched
     are not asked. Without one, the same resolution fetches everyone and
-    balances them through rank 0. Either way every model is the mean."""
+    balances them through rank 0, except with k = 2, where every resolution
+    is a full sync (``syncs_every_violation``). Either way every model is the mean."""
     for violating in range(1, k + 1):
         models, reference = random_setup(k, 4, violating, spread=0.0)
         models[:violating] += 10.0  # far past Δ, in the same direction: B grows to everyone
@@ -366,7 +394,7 @@ def test_with_a_budget_a_balancing_set_of_everyone_is_a_full_sync(k, budget):
         np.testing.assert_allclose(transport.models, np.tile(mean, (k, 1)), rtol=0, atol=1e-12)
         np.testing.assert_allclose(transport.reference, mean, rtol=0, atol=1e-12)
         assert coordinator.stats.full_syncs["augmented"] == 1
-        if budget is None:
+        if budget is None and k > 2:
             assert sorted(transport.fetched) == list(range(violating, k))
             assert coordinator.stats.model_messages["full_sync"] == 0
         else:
@@ -398,12 +426,12 @@ def test_budget_prices_static_by_the_rows_non_zeros():
 
 
 class ScriptedTransport:
-    """Rank 0's async transport for k = 2, where rank 1's violation (epoch 0) comes
+    """Rank 0's async transport for k = 3, where rank 1's violation (epoch 0) comes
     at the ``arrives``-th ``collect``; records the REQUESTs a fetch sends."""
 
     def __init__(self, violation, arrives):
         self.violation, self.arrives, self.collects = violation, arrives, 0
-        self.requests, self.balanced = [], []
+        self.requests, self.balanced, self.divergences = [], [], 0
 
     def collect(self):
         self.collects += 1
@@ -413,7 +441,8 @@ class ScriptedTransport:
         return epoch == 0  # no result has been sent yet
 
     def divergence(self, model):
-        return math.inf  # the violator alone is not balanced: B grows to rank 1
+        self.divergences += 1
+        return math.inf if self.divergences == 1 else 0.0  # the violator alone is not balanced: B grows
 
     def start_fetch(self, ids, violations):
         self.requests += [int(i) for i in ids if int(i) not in violations]
@@ -447,11 +476,12 @@ def test_a_violation_that_comes_during_a_resolution_is_its_learners_reply(arrive
 
     own, theirs = np.array([1.0, 2.0, 1.0]), np.array([3.0, 0.0, 1.0])
     transport = ScriptedTransport(theirs, arrives)
-    coordinator = AsyncCoordinator(Coordinator(ProtocolConfig(delta=1.0), 2), transport)
+    # k = 3 (with k = 2 every resolution is a full sync); seed 1: the random augmentation draws rank 1
+    coordinator = AsyncCoordinator(Coordinator(ProtocolConfig(delta=1.0, seed=1), 3), transport)
     coordinator.violate((0, 0, own))
     for _ in range(5):  # each call takes what has come and advances as far as it can
         coordinator.progress(1)
     assert coordinator.idle and transport.requests == requests
     [(ids, model, new_reference)] = transport.balanced
-    assert ids == [0, 1] and new_reference
+    assert ids == [0, 1] and not new_reference
     np.testing.assert_array_equal(model, (own + theirs) / 2)

@@ -376,6 +376,30 @@ def test_sync_mode_hides_the_per_check_agreement_behind_learning():
     assert fast == pytest.approx(T / b * net.allreduce(k, 8) + fixed, rel=0.01)
 
 
+@pytest.mark.parametrize("mode", ["async", "sync"])
+@pytest.mark.parametrize("k, hedge", [(2, "counter"), (3, "half"), (4, "half")])
+def test_where_every_resolution_is_a_full_sync_only_the_count_of_violators_travels(k, hedge, mode):
+    """``ProtocolConfig.syncs_every_violation``: no violation carries a model. The
+    default mode sends rank 0 an empty message per violator ≠ 0, then FULLSYNC
+    to the others; sync mode sends nothing beyond the count of violators, the
+    full sync following on every rank (no END, no FULLSYNC)."""
+    T, n, b = 400, 20, 4
+    stream = DisjunctionStream(n, k, seed=5, drift_prob=0.01)
+    sim = Simulation(k, n, T, ProtocolConfig(delta=0.3, period=b, hedge=hedge, pace=0), LEARNER, mode=mode)
+    r = run_many(stream, T, [sim], block=64)[0]
+    st = r["stats"]
+    syncs = sum(st["full_syncs"].values()) - 1  # the final one aside
+    assert st["violations"] > 0 and syncs > 0 and st["checks"] == T // b
+    assert st["balancings"] == 0 and st["augmented"] == 0 and st["model_messages"]["violation"] == 0
+    assert r["bytes_sent"]["violation"] == 0 and r["bytes_sent"]["balance_reply"] == 0
+    if mode == "sync":
+        assert r["messages_sent"]["violation"] == 0
+        assert r["messages_sent"]["control"] == k + k * (T // b)  # the start, and one count per check
+    else:
+        assert 0 < r["messages_sent"]["violation"] <= st["violations"]
+        assert r["messages_sent"]["control"] == k + syncs * (k - 1) + 2 * (k - 1)  # start, FULLSYNC, DONE/FINISH
+
+
 def test_half_hedge_keeps_mean_and_local_conditions_in_the_simulator():
     k, T, delta = 16, 400, 0.5
     stream = DisjunctionStream(20, k, seed=3, drift_prob=0.01)
