@@ -79,7 +79,7 @@ def run_report(configuration, summaries, stats, counter):
             "model_messages_paper": {**model_messages, "total": sum(model_messages.values())},
         },
         "protocol": {
-            "checks": stats["checks"], "violations": stats["violations"],
+            "hedge": stats["hedge"], "checks": stats["checks"], "violations": stats["violations"],
             "balancings": stats["balancings"], "augmented": stats["augmented"],
             "full_syncs": {**stats["full_syncs"], "total": sum(stats["full_syncs"].values())},
             "violation_counter": counter,

@@ -56,8 +56,11 @@ AUGMENTATIONS = ("random-one", "random-double", "farthest")
 COUNTER_COUNTS = ("violators", "contacted")
 COUNTER_RESETS = ("any-full-sync", "forced-only")
 FDA_ESTIMATES = ("linear", "exact")  # exact: the simulator's oracle δ, a diagnostic
-HEDGES = ("counter", "half")  # Kamp et al.'s violation counter, or the authors' later DynamicHedgeSync
-AUTO = "auto"  # delta = AUTO: Δ measured in a pilot (``auto_delta``, docs/ALGORITHMS.md §4.4)
+AUTO = "auto"  # delta = AUTO: Δ measured in a pilot (``auto_delta``, docs/ALGORITHMS.md §4.4); hedge = AUTO
+# Kamp et al.'s violation counter, or the authors' later DynamicHedgeSync; AUTO: half with at most
+# HALF_HEDGE_LEARNERS learners, where it makes every resolution a full sync, else the counter (§4.5)
+HEDGES = (AUTO, "counter", "half")
+HALF_HEDGE_LEARNERS = 4
 DELTA_SCALE = 3.6  # c of the auto rule Δ = c·η·√(η·G) (measured: docs/ALGORITHMS.md §4.4)
 RDA_DELTA_SCALE = 0.006  # c of the rda learners' rule Δ = c·η²·G (measured: docs/ALGORITHMS.md §4.4)
 PILOT_ROUNDS = 8  # P: rounds of the pilot (unchecked: kept short, docs/ALGORITHMS.md §4.4)
@@ -75,7 +78,7 @@ class ProtocolConfig:
     delta_scale: float = None  # c of the auto rule (auto_delta; None: the rule's own, DELTA_SCALE or RDA_DELTA_SCALE)
     pilot_rounds: int = PILOT_ROUNDS  # P: with delta AUTO, rounds 1..P are unchecked and measure G
     budget: float = None  # F: Δ steered at each full sync toward F times static b=8's bytes (None: off)
-    hedge: str = "counter"  # counter: Kamp et al.'s v ≥ k forces a full sync; half: B doubles until |B| ≥ k/2
+    hedge: str = AUTO  # counter: Kamp et al.'s v ≥ k forces a full sync; half: B doubles until |B| ≥ k/2; AUTO: hedge_of
     delta_decay: bool = False  # Δ_t = Δ0 / √t
     augmentation: str = "random-one"
     counter_counts: str = "violators"  # what adds to the violation counter v
@@ -200,6 +203,16 @@ class ProtocolConfig:
         only cost time and count bytes that go nowhere."""
         return k > 1 and self.name in ("static", "dynamic", "fda")
 
+    def hedge_of(self, k):
+        """The hedge among k learners: ``hedge``, or for AUTO the half hedge
+        with at most HALF_HEDGE_LEARNERS, where every resolution becomes a
+        full sync with no model sent (``syncs_every_violation``), and Kamp et
+        al.'s counter with more, where it reaches static b=8's error with fewer
+        bytes (docs/ALGORITHMS.md §4.5)."""
+        if self.hedge != AUTO:
+            return self.hedge
+        return "half" if k <= HALF_HEDGE_LEARNERS else "counter"
+
     def syncs_every_violation(self, k):
         """Whether, among k learners, every resolution of the dynamic protocol
         is a full sync, whatever the models: a violator is beyond Δ by its
@@ -208,7 +221,7 @@ class ProtocolConfig:
         violation carries a model (the full sync's Allreduce takes every
         model), and in sync mode a non-zero count of violators is the full
         sync on every rank, with nothing sent to rank 0 (docs/ALGORITHMS.md §4.5)."""
-        return self.resolving and (k <= 2 or (self.hedge == "half" and k <= 4))
+        return self.resolving and (k <= 2 or (self.hedge_of(k) == "half" and k <= 4))
 
     @property
     def monitoring(self):
@@ -256,6 +269,7 @@ class ProtocolStats:
     """What the coordinator did, and the paper's count of model messages
     (one model vector sent up or down is one message)."""
 
+    hedge: str = None  # dynamic: the hedge in use (``ProtocolConfig.hedge_of``)
     checks: int = 0
     violations: int = 0  # violating learners, summed over checks
     balancings: int = 0  # resolutions that ended in a partial sync
@@ -278,8 +292,9 @@ class Coordinator:
         self.config = config
         self.k = int(k)
         self.counter = 0  # v: violations since the last full sync
+        self.half = config.hedge_of(self.k) == "half"  # the authors' hedge, else the counter
         self.rng = np.random.default_rng(config.seed)
-        self.stats = ProtocolStats()
+        self.stats = ProtocolStats(hedge=config.hedge_of(self.k) if config.resolving else None)
         self.delta = None if config.auto else config.delta  # Δ (Δ0); with AUTO, set by set_auto_delta
         self.auto = None  # with AUTO: the rule, its measured inputs and Δ (auto_delta)
         self.budget = None  # with a budget: the last steering step's inputs and Δ (steer)
@@ -391,7 +406,7 @@ class Coordinator:
         if cause is not None:
             yield from self.full_sync_steps(cause)
             return list(range(k))
-        half = cfg.hedge == "half"
+        half = self.half
         delta = self.threshold(t)
         total = np.array(models[0], dtype=np.float64)  # Σ of B's models, added one by one in order
         for z in models[1:]:
@@ -439,7 +454,7 @@ class Coordinator:
         cfg, k = self.config, self.k
         self.stats.checks += 1
         self.stats.violations += count
-        half = cfg.hedge == "half"
+        half = self.half
         if half and 2 * count >= k:  # DynamicHedgeSync: no counter; a balancing set of half the learners
             return "hedge"
         if not half:
@@ -493,7 +508,7 @@ class Coordinator:
 
     def _augment(self, inside, distances):
         """The learners to add to the balancing set B (``inside``: B as a mask)."""
-        strategy = "random-double" if self.config.hedge == "half" else self.config.augmentation
+        strategy = "random-double" if self.half else self.config.augmentation
         outside = np.flatnonzero(~inside)
         if strategy == "random-one":
             return [int(outside[self.rng.integers(len(outside))])]  # the draw of rng.choice(outside)

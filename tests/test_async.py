@@ -28,7 +28,8 @@ def _setup(delta, augmentation="random-one"):
     comm = MPI.COMM_WORLD.Dup()
     steps = MPI.COMM_WORLD.Dup()  # the test's own barriers and checks
     learners = OnlineLearners(1, N, loss="log", eta0=0.1)
-    config = ProtocolConfig(name="dynamic", period=1, delta=delta, augmentation=augmentation, seed=3)
+    config = ProtocolConfig(name="dynamic", period=1, delta=delta, augmentation=augmentation, seed=3,
+                            hedge="counter")  # the counter's paths (with 2 ranks every resolution is a full sync)
     co = Coordinator(config, comm.Get_size())
     tr = MPITransport(CountingComm(comm), learners, asynchronous=True,
                       violation_models=not config.syncs_every_violation(co.k))  # as the runner makes it

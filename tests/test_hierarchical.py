@@ -126,7 +126,7 @@ def test_static_every_round_is_the_flat_static_protocol():
 
 def test_leaders_protocol_counts_on_the_leaders_ranks():
     k, m = 9, 3  # three leaders: their violations carry models (two would not: syncs_every_violation)
-    hier = _sim(k, name="dynamic", delta=0.2, period=1, node_size=m)
+    hier = _sim(k, name="dynamic", delta=0.2, period=1, node_size=m, hedge="counter")
     sent = np.asarray(hier["per_rank"]["sent_bytes"])
     members = [r for r in range(k) if r % m]
     v = CATEGORIES.index("violation")

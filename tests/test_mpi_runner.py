@@ -163,7 +163,7 @@ def test_asgd_final_model_is_the_mean_of_averaged_models():
 def test_violation_counter_forces_full_sync():
     checker = Checker()
     try:
-        run, report = run_job(config(delta=0.2, period=1), observer=checker)
+        run, report = run_job(config(delta=0.2, period=1, hedge="counter"), observer=checker)
     finally:
         checker.close()
     if run.rank == 0:

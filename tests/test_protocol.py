@@ -105,7 +105,8 @@ def test_violation_counter_forces_full_sync(k, limit):
     reference = np.zeros(3)
     transport = DenseTransport(np.zeros((k, 3)), reference)
     # forced-only: with k = 2 both learners form the balancing set, and an augmented-to-all sync would reset v
-    coordinator = Coordinator(ProtocolConfig(delta=1.0, counter_limit=limit, counter_reset="forced-only"), k)
+    coordinator = Coordinator(ProtocolConfig(delta=1.0, counter_limit=limit, counter_reset="forced-only",
+                                             hedge="counter"), k)
     step = np.array([1.2, 0.0, 0.0])
     for check in range(1, int(limit * k) + 1):
         # two learners drift past Δ in opposite directions: their mean is r, so
@@ -348,6 +349,17 @@ def test_budget_steers_delta_by_what_is_left_against_what_the_budget_leaves():
     assert coordinator.threshold(5) == coordinator.delta
 
 
+def test_the_default_hedge_is_the_half_hedge_with_at_most_4_learners_else_the_counter():
+    auto = ProtocolConfig(delta=1.0)
+    assert auto.hedge == "auto"
+    assert [auto.hedge_of(k) for k in (2, 3, 4, 5, 8, 512)] == ["half"] * 3 + ["counter"] * 3
+    assert [k for k in range(1, 9) if auto.syncs_every_violation(k)] == [1, 2, 3, 4]
+    for hedge in ("counter", "half"):
+        assert {ProtocolConfig(delta=1.0, hedge=hedge).hedge_of(k) for k in (2, 3, 512)} == {hedge}
+    assert [Coordinator(auto, k).stats.hedge for k in (3, 5)] == ["half", "counter"]
+    assert Coordinator(ProtocolConfig(name="static"), 3).stats.hedge is None
+
+
 @pytest.mark.parametrize("hedge, largest", [("counter", 2), ("half", 4)])
 def test_where_every_resolution_is_a_full_sync_violations_carry_no_model(hedge, largest):
     """A violator is beyond Δ by its own check, so its balancing set grows: with
@@ -388,7 +400,7 @@ def test_with_a_budget_a_balancing_set_of_everyone_is_a_full_sync(k, budget):
         models[:violating] += 10.0  # far past Δ, in the same direction: B grows to everyone
         transport = DenseTransport(models, reference)
         mean = models.mean(axis=0)
-        coordinator = Coordinator(ProtocolConfig(delta=1.0, budget=budget, counter_limit=10.0), k)
+        coordinator = Coordinator(ProtocolConfig(delta=1.0, budget=budget, counter_limit=10.0, hedge="counter"), k)
         members = coordinator.resolve(1, list(range(violating)), models[:violating], transport)
         assert members == list(range(k))
         np.testing.assert_allclose(transport.models, np.tile(mean, (k, 1)), rtol=0, atol=1e-12)
@@ -477,7 +489,7 @@ def test_a_violation_that_comes_during_a_resolution_is_its_learners_reply(arrive
     own, theirs = np.array([1.0, 2.0, 1.0]), np.array([3.0, 0.0, 1.0])
     transport = ScriptedTransport(theirs, arrives)
     # k = 3 (with k = 2 every resolution is a full sync); seed 1: the random augmentation draws rank 1
-    coordinator = AsyncCoordinator(Coordinator(ProtocolConfig(delta=1.0, seed=1), 3), transport)
+    coordinator = AsyncCoordinator(Coordinator(ProtocolConfig(delta=1.0, seed=1, hedge="counter"), 3), transport)
     coordinator.violate((0, 0, own))
     for _ in range(5):  # each call takes what has come and advances as far as it can
         coordinator.progress(1)

@@ -3,10 +3,10 @@
 Kamp et al.'s drifting random disjunction on 4 ranks (one learner each),
 trained four times on the same streams: no synchronization, static
 synchronization every 8 rounds, and the dynamic protocol in its default
-(async) mode and in its deterministic sync mode. The dynamic runs use the
-authors' later hedge (``--hedge half``): on 4 learners each violation is then
-one full sync (nonblocking collectives) instead of balance requests through
-rank 0 (bench/README.md, "The demo's hedge"). Each run is
+(async) mode and in its deterministic sync mode. With the default hedge
+(``--hedge auto``) 4 learners use the authors' later hedge: each violation
+is then one full sync (nonblocking collectives), with no model sent to rank
+0, instead of balance requests through it (docs/ALGORITHMS.md §4.5). Each run is
 ``mpiexec -n 4 python -m mpi4py -m mpisgd train --synthetic disjunction ...``
 (the mpiexec next to this Python); the table compares their online error,
 messages, bytes and wall time, from each run's report.json, and ``mpisgd
@@ -29,12 +29,12 @@ def add_arguments(parser):
     parser.add_argument("--features", type=int, default=100, help="n of the disjunction")
     parser.add_argument("--drift-prob", type=float, default=0.001, help="target redraw probability per round")
     from mpisgd.commands.options import delta_value
-    from mpisgd.protocol import HEDGES
+    from mpisgd.protocol import AUTO, HEDGES
 
     parser.add_argument("--delta", type=delta_value, default="auto",
                         help="Δ of the dynamic protocol (default: auto, the product's rule, docs/ALGORITHMS.md §4.4)")
-    parser.add_argument("--hedge", choices=HEDGES, default="half",
-                        help="hedge of the dynamic protocol (default: half, docs/ALGORITHMS.md §4.5)")
+    parser.add_argument("--hedge", choices=HEDGES, default=AUTO,
+                        help="hedge of the dynamic protocol (default: auto, docs/ALGORITHMS.md §4.5)")
     parser.add_argument("--period", type=int, default=8, help="check period b of the dynamic protocol")
     parser.add_argument("--seed", type=int, default=0, help="seed of the streams")
     parser.add_argument("--out", metavar="DIR", default="runs/demo", help="where each run writes its outputs")

@@ -31,8 +31,8 @@ def node_size_value(text):
 
 
 def add_protocol_arguments(g):
-    from mpisgd.protocol import (AUGMENTATIONS, COUNTER_COUNTS, COUNTER_RESETS, DELTA_SCALE, FDA_ESTIMATES, HEDGES,
-                                 MODES, PACE, PILOT_ROUNDS, PROTOCOLS, RDA_DELTA_SCALE)
+    from mpisgd.protocol import (AUGMENTATIONS, AUTO, COUNTER_COUNTS, COUNTER_RESETS, DELTA_SCALE, FDA_ESTIMATES,
+                                 HALF_HEDGE_LEARNERS, HEDGES, MODES, PACE, PILOT_ROUNDS, PROTOCOLS, RDA_DELTA_SCALE)
 
     g.add_argument("--protocol", choices=PROTOCOLS, default="dynamic", help="synchronization protocol")
     g.add_argument("--period", "-b", type=int, default=1,
@@ -48,10 +48,12 @@ def add_protocol_arguments(g):
     g.add_argument("--budget", type=float, default=None,
                    help="F in (0, 1]: Δ steered at every full sync toward F times the bytes static b=8 would "
                    "send (docs/ALGORITHMS.md §4.6)")
-    g.add_argument("--hedge", choices=HEDGES, default="counter",
+    g.add_argument("--hedge", choices=HEDGES, default=AUTO,
                    help="counter (Kamp et al.): a full sync once k violations have been counted since the "
                    "last one; half (the authors' DynamicHedgeSync): no counter, the balancing set doubles "
-                   "at random and becomes a full sync when it would hold half the learners")
+                   f"at random and becomes a full sync when it would hold half the learners; auto: half with "
+                   f"at most {HALF_HEDGE_LEARNERS} learners (every violation a full sync), else counter "
+                   "(docs/ALGORITHMS.md §4.5)")
     g.add_argument("--delta-decay", action="store_true", help="Δ_t = Δ0/√t")
     g.add_argument("--augmentation", choices=AUGMENTATIONS, default="random-one",
                    help="how the coordinator grows a balancing set")
