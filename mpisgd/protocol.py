@@ -60,7 +60,7 @@ AUTO = "auto"  # delta = AUTO: Δ measured in a pilot (``auto_delta``, docs/ALGO
 # Kamp et al.'s violation counter, or the authors' later DynamicHedgeSync; AUTO: half with at most
 # HALF_HEDGE_LEARNERS learners, where it makes every resolution a full sync, else the counter (§4.5)
 HEDGES = (AUTO, "counter", "half")
-HALF_HEDGE_LEARNERS = 4
+HALF_HEDGE_LEARNERS = 4  # the most learners at which doubling a lone violator reaches half of them (4·1 ≥ k)
 DELTA_SCALE = 3.6  # c of the auto rule Δ = c·η·√(η·G) (measured: docs/ALGORITHMS.md §4.4)
 RDA_DELTA_SCALE = 0.006  # c of the rda learners' rule Δ = c·η²·G (measured: docs/ALGORITHMS.md §4.4)
 PILOT_ROUNDS = 8  # P: rounds of the pilot (unchecked: kept short, docs/ALGORITHMS.md §4.4)
@@ -78,7 +78,7 @@ class ProtocolConfig:
     delta_scale: float = None  # c of the auto rule (auto_delta; None: the rule's own, DELTA_SCALE or RDA_DELTA_SCALE)
     pilot_rounds: int = PILOT_ROUNDS  # P: with delta AUTO, rounds 1..P are unchecked and measure G
     budget: float = None  # F: Δ steered at each full sync toward F times static b=8's bytes (None: off)
-    hedge: str = AUTO  # counter: Kamp et al.'s v ≥ k forces a full sync; half: B doubles until |B| ≥ k/2; AUTO: hedge_of
+    hedge: str = AUTO  # counter: v ≥ k forces a full sync; half: B doubles until |B| ≥ k/2; AUTO: hedge_of
     delta_decay: bool = False  # Δ_t = Δ0 / √t
     augmentation: str = "random-one"
     counter_counts: str = "violators"  # what adds to the violation counter v
@@ -221,7 +221,7 @@ class ProtocolConfig:
         violation carries a model (the full sync's Allreduce takes every
         model), and in sync mode a non-zero count of violators is the full
         sync on every rank, with nothing sent to rank 0 (docs/ALGORITHMS.md §4.5)."""
-        return self.resolving and (k <= 2 or (self.hedge_of(k) == "half" and k <= 4))
+        return self.resolving and (k <= 2 or (self.hedge_of(k) == "half" and k <= HALF_HEDGE_LEARNERS))
 
     @property
     def monitoring(self):
@@ -406,7 +406,6 @@ class Coordinator:
         if cause is not None:
             yield from self.full_sync_steps(cause)
             return list(range(k))
-        half = self.half
         delta = self.threshold(t)
         total = np.array(models[0], dtype=np.float64)  # Σ of B's models, added one by one in order
         for z in models[1:]:
@@ -418,7 +417,7 @@ class Coordinator:
         # Augment B until its mean lies within Δ of r (then every member, taking
         # that mean, meets its local condition), or B is everyone.
         while len(members) < k and (yield ("divergence", mean)) > delta:
-            if half and 4 * len(members) >= k:  # doubling B would reach half the learners: a full sync
+            if self.half and 4 * len(members) >= k:  # doubling B would reach half the learners: a full sync
                 yield from self.full_sync_steps("hedge")
                 return list(range(k))
             if cfg.augmentation == "farthest" and distances is None:
@@ -454,10 +453,9 @@ class Coordinator:
         cfg, k = self.config, self.k
         self.stats.checks += 1
         self.stats.violations += count
-        half = self.half
-        if half and 2 * count >= k:  # DynamicHedgeSync: no counter; a balancing set of half the learners
+        if self.half and 2 * count >= k:  # DynamicHedgeSync: no counter; a balancing set of half the learners
             return "hedge"
-        if not half:
+        if not self.half:
             self.counter += count  # v ← v + |B|
             if self.counter >= cfg.counter_limit * k:  # hedging: too many violations since the last full sync
                 return "forced"
@@ -466,7 +464,7 @@ class Coordinator:
         if self._steering_sync(count):
             return "augmented"
         if cfg.syncs_every_violation(k):  # B would grow to everyone, or (half) to half of them
-            return "hedge" if half else "augmented"
+            return "hedge" if self.half else "augmented"
         return None
 
     def sync_violations(self, count):

@@ -177,7 +177,8 @@ def test_demo_prints_the_comparison_table(tmp_path):
     for name in ("dynamic", "dynamic-sync"):  # both dynamic runs with the defaults: half on these 2 learners
         report = json.loads((tmp_path / name / "report.json").read_text())
         protocol = report["configuration"]["protocol"]
-        chosen = (protocol["name"], protocol["hedge"], report["protocol"]["hedge"], protocol["delta"], protocol["period"])
+        chosen = (protocol["name"], protocol["hedge"], report["protocol"]["hedge"], protocol["delta"],
+                  protocol["period"])
         assert chosen == ("dynamic", "auto", "half", "auto", 8), chosen
     assert any(line.startswith("dynamic: keeps") and line.endswith("% of its wall time") for line in lines), lines
 
