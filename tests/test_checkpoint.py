@@ -456,7 +456,9 @@ def test_sigterm_with_a_stuck_rank_ends_the_job_after_the_grace(tmp_path, mode):
     protocol = PROTOCOL if mode == "sync" else ASYNC
     rc, text, seconds = signalled_job(out, [*SYNTHETIC, *protocol, "--checkpoint-seconds", 3600, "--poll-rows", 50,
                                             "--stop-grace", 2], stop_rank_2_then_sigterm)
-    assert rc == 128 + signal.SIGTERM and 2 <= seconds < PROMPT, (seconds, text)
+    # 143 from the ranks that gave up, or (seen once in CI, under MPICH) 9: the SIGKILL that
+    # mpiexec sends the stopped rank 2 once another has ended
+    assert rc in (128 + signal.SIGTERM, signal.SIGKILL) and 2 <= seconds < PROMPT, (rc, seconds, text)
     assert "SIGTERM 2 s ago, and the ranks have not agreed to stop" in text, text
     assert "stopped by a signal" not in text, text
     assert not (out / "report.json").exists() and not (out / "model.h5").exists()
