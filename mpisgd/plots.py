@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from mpisgd.protocol import SILENT
 from mpisgd.wire import dense_nbytes
 
 MODEL_CATEGORIES = ("violation", "balance_reply", "balance_result")  # sparse-or-dense model messages
@@ -128,7 +129,7 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
             for k, xi, yi in zip(keys, x, y):
                 ax.annotate(k[2].split(" ")[1], (xi, yi), fontsize=6, xytext=(2, 2), textcoords="offset points")
         singles = sorted((k for k in err if _family(k[2]) is None and k in com
-                          and not k[2].startswith("dynamic") and k[2] not in ("none", "central")),
+                          and not k[2].startswith("dynamic") and k[2] not in SILENT),
                          key=lambda k: com[k][0])
         for i, k in enumerate(singles):  # configurations of their own (disjunction-beyond), a marker each
             ax.errorbar(max(com[k][0], 1e-9), err[k][0], yerr=[[err[k][0] - err[k][1]], [err[k][2] - err[k][0]]],
@@ -166,7 +167,7 @@ def error_over_rounds(rows, experiment, path, labels, seed=None, variant="defaul
             continue
         tl = np.asarray(r["timeline"], dtype=float)
         ax.plot(tl[:, 0], tl[:, 1], label=label, color=f"C{i}", lw=1)
-        if r["protocol"]["name"] not in ("none", "central"):
+        if r["protocol"]["name"] not in SILENT:
             ax2.plot(tl[:, 0], tl[:, 3], label=label, color=f"C{i}", lw=1)
     drifts = next(iter(pick.values()))["drifts"] if pick else []
     for d in drifts:

@@ -292,9 +292,10 @@ class Coordinator:
         self.config = config
         self.k = int(k)
         self.counter = 0  # v: violations since the last full sync
-        self.half = config.hedge_of(self.k) == "half"  # the authors' hedge, else the counter
+        hedge = config.hedge_of(self.k)
+        self.half = hedge == "half"  # the authors' hedge, else the counter
         self.rng = np.random.default_rng(config.seed)
-        self.stats = ProtocolStats(hedge=config.hedge_of(self.k) if config.resolving else None)
+        self.stats = ProtocolStats(hedge=hedge if config.resolving else None)
         self.delta = None if config.auto else config.delta  # Δ (Δ0); with AUTO, set by set_auto_delta
         self.auto = None  # with AUTO: the rule, its measured inputs and Δ (auto_delta)
         self.budget = None  # with a budget: the last steering step's inputs and Δ (steer)
@@ -712,7 +713,9 @@ class CheckPoints:
         if count == 0:
             self.coordinator.count_quiet(1)
         elif self.lagged and self.coordinator.config.syncs_every_violation(self.coordinator.k):
-            members = drive(self.coordinator.sync_violations(count), transport)  # every rank knows what follows
+            # sync mode: every rank knows what follows (unlagged, the simulator's count of the default
+            # mode, rank 0 commands the full sync as the runtime's does)
+            members = drive(self.coordinator.sync_violations(count), transport)
         elif transport.coordinating:
             transport.open_resolution()
             members = self.coordinator.resolve(t, violators, models, transport)

@@ -51,7 +51,7 @@ def add_protocol_arguments(g):
     g.add_argument("--hedge", choices=HEDGES, default=AUTO,
                    help="counter (Kamp et al.): a full sync once k violations have been counted since the "
                    "last one; half (the authors' DynamicHedgeSync): no counter, the balancing set doubles "
-                   f"at random and becomes a full sync when it would hold half the learners; auto: half with "
+                   "at random and becomes a full sync when it would hold half the learners; auto: half with "
                    f"at most {HALF_HEDGE_LEARNERS} learners (every violation a full sync), else counter "
                    "(docs/ALGORITHMS.md §4.5)")
     g.add_argument("--delta-decay", action="store_true", help="Δ_t = Δ0/√t")
