@@ -179,7 +179,7 @@ def test_demo_prints_the_comparison_table(tmp_path):
         protocol = report["configuration"]["protocol"]
         chosen = (protocol["name"], protocol["hedge"], report["protocol"]["hedge"], protocol["delta"],
                   protocol["period"])
-        assert chosen == ("dynamic", "auto", "half", "auto", 8), chosen
+        assert chosen == ("dynamic", "auto", "half", "auto", 6), chosen
     assert any(line.startswith("dynamic: keeps") and line.endswith("% of its wall time") for line in lines), lines
 
 
