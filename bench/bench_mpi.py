@@ -1,6 +1,7 @@
 """Benchmarks of the MPI runner (bench/README.md, section "MPI").
 
     NUMBA_NUM_THREADS=1 .venv/bin/python bench/bench_mpi.py [--section S] [--quick]
+        [--reps N] [--epochs E]     # throughput: repeats (default 3) and passes over the shards (default 1)
 
 Sections:
 
@@ -167,16 +168,17 @@ def make_shards(tmp, rounds):
     return write_learner_shards(RCV1Stream(n_learners=2, seed=1), rounds, tmp, batch_rounds=5000)
 
 
-def section_throughput(quick, tmp):
+def section_throughput(quick, tmp, reps=None, epochs=1):
     rounds = 20000 if quick else 100000
     paths = make_shards(tmp, rounds)
-    reps = 2 if quick else 3
+    reps = reps or (2 if quick else 3)
     print(f"\n## throughput: per-rank rows/s over the training loop (wall time from the first round to the "
-          f"last, i.e. without start-up and the final sync), RCV1-scale shards ({rounds:,} rows each)\n")
+          f"last, i.e. without start-up and the final sync), RCV1-scale shards ({rounds:,} rows each, "
+          f"{epochs} epoch(s)), medians of {reps} alternating repeats [min, max]\n")
     # per rank: the median over ranks of each rank's own rows/s; job: rows per rank over the slowest
     # rank's loop, what the job takes (a rank that needs no other, as with none, is not held by the slowest)
     print(f"(load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)\n")
-    print("| protocol | -n 1 rows/s | -n 2 rows/s per rank | -n 2 / -n 1 | -n 1 vs none | -n 2 vs none | "
+    print("| protocol | -n 1 rows/s | -n 2 rows/s per rank [min, max] | -n 2 / -n 1 | -n 1 vs none | -n 2 vs none | "
           "-n 2 job rows/s | -n 2 job vs none | -n 2 time in MPI calls | -n 2 bytes | -n 2 online error |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     # the issue's point: dynamic at ≤ 10 % of static b=8's bytes (Δ = 3,000 here), beside the defaults
@@ -185,22 +187,25 @@ def section_throughput(quick, tmp):
                  "dynamic Δ=3000 b=8": ["--protocol", "dynamic", "--delta", "3000", "--period", "8"],
                  "dynamic Δ=3000 b=8 sync": ["--protocol", "dynamic", "--delta", "3000", "--period", "8",
                                              "--mode", "sync"]}
+    passes = ["--epochs", epochs]
     rows = {}
     # the machine's own ceiling for -n 2 / -n 1: two one-rank jobs of none at once, no MPI between them
     alone, pair = [], []
     for _ in range(reps):
         for path in paths:
-            alone.append(train(1, [path, *LEARNER, "--protocol", "none"], Path(tmp) / "alone")["per_rank"][0])
-        pair.extend(rank for rep in together(paths, [*LEARNER, "--protocol", "none"], Path(tmp) / "pair")
+            alone.append(train(1, [path, *LEARNER, *passes, "--protocol", "none"], Path(tmp) / "alone")["per_rank"][0])
+        pair.extend(rank for rep in together(paths, [*LEARNER, *passes, "--protocol", "none"], Path(tmp) / "pair")
                     for rank in rep["per_rank"])
     one, two = (statistics.median(s["rows"] / s["time"]["loop"] for s in runs) for runs in (alone, pair))
-    print(f"| two one-rank jobs of none at once | {one:,.0f} | {two:,.0f} | {two / one:.2f} | – | – | – | – | – | – "
+    spread = [s["rows"] / s["time"]["loop"] for s in pair]
+    print(f"| two one-rank jobs of none at once | {one:,.0f} | {two:,.0f} [{min(spread):,.0f}, {max(spread):,.0f}] "
+          f"| {two / one:.2f} | – | – | – | – | – | – "
           f"| – |")
     for name, proto in protocols.items():
         per, job, share, nbytes, error = {1: [], 2: []}, [], [], [], []
         for _ in range(reps):  # alternate, so that load from others hits both alike
             for ranks, shards in ((1, paths[:1]), (2, paths)):
-                rep = train(ranks, [*shards, *LEARNER, *proto], Path(tmp) / "tp")
+                rep = train(ranks, [*shards, *LEARNER, *passes, *proto], Path(tmp) / "tp")
                 per[ranks].append(statistics.median(s["rows"] / s["time"]["loop"] for s in rep["per_rank"]))
                 if ranks == 2:
                     slowest = max(s["time"]["loop"] for s in rep["per_rank"])
@@ -208,11 +213,12 @@ def section_throughput(quick, tmp):
                     share.append(rep["time"]["communication"]["max"] / rep["time"]["wall"])
                     nbytes.append(rep["communication"]["total_bytes"])
                     error.append(rep["online"]["error_rate"])
-        rows[name] = (statistics.median(per[1]), statistics.median(per[2]), statistics.median(job),
-                      statistics.median(share), statistics.median(nbytes), statistics.median(error))
-    for name, (one, two, job, share, nbytes, error) in rows.items():
-        print(f"| {name} | {one:,.0f} | {two:,.0f} | {two / one:.2f} | {one / rows['none'][0]:.2f} | "
-              f"{two / rows['none'][1]:.2f} | {job:,.0f} | {job / rows['none'][2]:.2f} | {100 * share:.0f} % | "
+        rows[name] = (statistics.median(per[1]), statistics.median(per[2]), (min(per[2]), max(per[2])),
+                      statistics.median(job), statistics.median(share), statistics.median(nbytes),
+                      statistics.median(error))
+    for name, (one, two, (low, high), job, share, nbytes, error) in rows.items():
+        print(f"| {name} | {one:,.0f} | {two:,.0f} [{low:,.0f}, {high:,.0f}] | {two / one:.2f} | {one / rows['none'][0]:.2f} | "
+              f"{two / rows['none'][1]:.2f} | {job:,.0f} | {job / rows['none'][3]:.2f} | {100 * share:.0f} % | "
               f"{nbytes:,.0f} | {error:.4f} |")
 
 
@@ -375,6 +381,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--section", choices=("all", "check", "throughput", "share", "rcv1", "skew", "straggler"), default="all")
     parser.add_argument("--quick", action="store_true", help="smaller data (a smoke run)")
+    parser.add_argument("--reps", type=int, help="throughput: alternating repeats of each job (default 3, 2 with --quick)")
+    parser.add_argument("--epochs", type=int, default=1, help="throughput: passes over the shards (default 1)")
     args = parser.parse_args()
     sections = ("check", "throughput", "share", "rcv1", "skew", "straggler") if args.section == "all" else (args.section,)
     with tempfile.TemporaryDirectory(prefix="bench-mpi-") as tmp:
@@ -385,7 +393,8 @@ def main():
             if name == "check":
                 section_check(args.quick)
             else:
-                globals()[f"section_{name}"](args.quick, str(sub))
+                extra = {"reps": args.reps, "epochs": args.epochs} if name == "throughput" else {}
+                globals()[f"section_{name}"](args.quick, str(sub), **extra)
             print(f"\n({name}: {time.perf_counter() - start:.0f} s)", flush=True)
 
 
