@@ -61,7 +61,7 @@ import numpy as np
 from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
-from mpisgd.protocol import (MODES, AsyncCoordinator, CheckPoints, Coordinator, NodeCheckPoints, Pilot, ProtocolConfig,
+from mpisgd.protocol import (SHARED, AsyncCoordinator, CheckPoints, Coordinator, NodeCheckPoints, Pilot, ProtocolConfig,
                              check_hierarchy_learner, warm_up_protocol)
 
 
@@ -74,7 +74,7 @@ class RunConfig:
     """Everything a run needs besides its rows and its communicator."""
 
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
-    mode: str = "async"
+    mode: str = None  # the protocol's mode when given (None: its own); afterwards the protocol's
     learner: dict = field(default_factory=dict)  # keyword arguments of OnlineLearners
     timeline_every: int = 0  # rounds between timeline rows (0: only at the end)
     poll_rows: int = 256  # async: rounds between polls for rank 0's messages
@@ -82,8 +82,8 @@ class RunConfig:
     staleness: int = 0  # async: rounds a violator learns on before it waits for its resolution
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise MpisgdError(f"mode: unknown {self.mode!r}; choose one of {', '.join(MODES)}")
+        self.protocol = self.protocol.with_mode(self.mode)
+        self.mode = self.protocol.mode
         if self.timeline_every < 0:
             raise MpisgdError(f"timeline_every: must be >= 0, got {self.timeline_every}")
         if self.poll_rows < 1:
@@ -93,14 +93,13 @@ class RunConfig:
         if self.staleness < 0:
             raise MpisgdError(f"staleness: must be >= 0, got {self.staleness}")
         if self.protocol.hierarchical:
-            self.protocol.check_hierarchy(self.mode)
             check_hierarchy_learner(self.learner)
         if self.protocol.fda_estimate == "exact":
             raise MpisgdError("fda_estimate: 'exact' is the simulator's oracle (it would cost a dense "
                               "Allreduce per check); train uses 'linear'")
 
     def as_dict(self):
-        return {"protocol": self.protocol.as_dict(), "mode": self.mode, "learner": dict(self.learner),
+        return {"protocol": self.protocol.as_dict(), "mode": self.protocol.mode, "learner": dict(self.learner),
                 "timeline_every": self.timeline_every, "poll_rows": self.poll_rows, "poll_seconds": self.poll_seconds,
                 "staleness": self.staleness}
 
@@ -134,7 +133,7 @@ class Run:
         self.progress = progress
         self.observer = observer
         self.central = config.protocol.central
-        self.asynchronous = config.protocol.asynchronous(config.mode, self.size)
+        self.asynchronous = config.protocol.asynchronous(self.size)
         if config.protocol.monitoring and (checkpointer is not None or resume is not None):
             raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
                               "do not support fda yet")
@@ -149,10 +148,10 @@ class Run:
             if checkpointer is not None or resume is not None:
                 raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
                                   "do not support hierarchical synchronization (--node-size) yet")
-            if config.protocol.node_size != "shared":
-                config.protocol.check_hierarchy(config.mode, self.size, config.protocol.node_size)
+            if config.protocol.node_size != SHARED:
+                config.protocol.check_nodes(self.size, config.protocol.node_size)
             node, leaders, m = node_communicators(self.comm, config.protocol.node_size)
-            config.protocol.check_hierarchy(config.mode, self.size, m)
+            config.protocol.check_nodes(self.size, m)
             self.node_comm = node
             # the start, pilot and final collectives over every rank; the protocol between node leaders
             self.coordinator = Coordinator(config.protocol, self.size // m)  # resolves on rank 0 only
@@ -403,7 +402,7 @@ class Run:
         """Dynamic protocol without lock-step (module docstring, docs/RUNNING.md)."""
         every = self.config.timeline_every
         poll = self.config.poll_rows
-        pace = self.config.protocol.pace_rounds(self.config.mode, self.size)
+        pace = self.config.protocol.pace_rounds(self.size)
         tr = self.transport
         staleness = self.config.staleness
         coordinator = AsyncCoordinator(self.coordinator, tr) if self.rank == 0 else None
@@ -604,7 +603,7 @@ class Run:
         start = time.perf_counter()
         os.makedirs(out_dir, exist_ok=True)
         meta = {"algorithm": f"online-{self.config.protocol.name}",
-                "protocol": self.config.protocol.as_dict(), "mode": self.config.mode,
+                "protocol": self.config.protocol.as_dict(), "mode": self.config.protocol.mode,
                 "ranks": self.size, "rounds": self.T, **{k: v for k, v in self.config.learner.items()
                                                         if isinstance(v, (str, int, float, bool))}}
         LinearModel(self.coef, self.intercept, loss, meta).save(os.path.join(out_dir, "model.h5"))

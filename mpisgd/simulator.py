@@ -47,7 +47,7 @@ from mpisgd import wire
 from mpisgd.errors import MpisgdError
 from mpisgd.data.rows import interleave
 from mpisgd.learners import OnlineLearners
-from mpisgd.protocol import MODES, SHARED, CheckPoints, Coordinator, NodeCheckPoints, Pilot, check_hierarchy_learner
+from mpisgd.protocol import SHARED, CheckPoints, Coordinator, NodeCheckPoints, Pilot, check_hierarchy_learner
 
 CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
 ORDERS = ("learn-check", "check-learn")  # within a round: check after learning, or before
@@ -528,15 +528,15 @@ def _sum_in_order(z):
 class Simulation:
     """One configuration, advanced by ``feed`` over consecutive blocks of rounds.
 
-    ``protocol``: a ``ProtocolConfig`` (name none/static/dynamic/central);
+    ``protocol``: a ``ProtocolConfig`` (run in ``mode`` when given);
     ``learner``: keyword arguments of ``OnlineLearners``; ``drifts``: rounds
     after which the stream's target changed (for the phase breakdown only).
     """
 
     def __init__(self, k, n_features, rounds, protocol, learner=None, order="learn-check",
-                 drifts=(), drift_window=500, timeline_every=0, max_period=0, mode="async", network=None):
-        if mode not in MODES:
-            raise MpisgdError(f"mode: unknown {mode!r}; choose one of {', '.join(MODES)}")
+                 drifts=(), drift_window=500, timeline_every=0, max_period=0, mode=None, network=None):
+        protocol = protocol.with_mode(mode)  # mode: the protocol's own unless given
+        mode = protocol.mode
         if order not in ORDERS:
             raise MpisgdError(f"order: unknown {order!r}; choose one of {', '.join(ORDERS)}")
         if int(rounds) < 1:
@@ -581,7 +581,7 @@ class Simulation:
             self.coordinator.horizon = self.k * self.rounds
             self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync")
             self.b = int(protocol.period)
-        self.pace = protocol.pace_rounds(mode, self.k)  # R: a pacing barrier every R rounds (default mode)
+        self.pace = protocol.pace_rounds(self.k)  # R: a pacing barrier every R rounds (default mode)
         # Variant (simulator only, dynamic): adaptive check period. After a check with
         # violators the next check comes b rounds later, after a quiet one twice the last
         # gap, up to max_period. Every rank knows the violator count (the control
@@ -811,7 +811,7 @@ class Simulation:
         else:
             self.checkpoints.settle(self.transport)  # the last check begun
         self._attribute(before)
-        if self.protocol.asynchronous(self.mode, self.k):
+        if self.protocol.asynchronous(self.k):
             others = np.arange(1, self.k)
             self.transport.up(others, "control", wire.CONTROL_BYTES)  # DONE
             self.transport.down(others, "control", wire.CONTROL_BYTES)  # FINISH
@@ -873,7 +873,7 @@ class Simulation:
     def _check_hierarchy(protocol, k, mode, order, max_period, network, learner):
         if protocol.node_size == SHARED:
             raise MpisgdError(f"--node-size {SHARED}: the simulator has no machines; give the learners per node")
-        protocol.check_hierarchy(mode, k, protocol.node_size)
+        protocol.check_nodes(k, protocol.node_size)
         check_hierarchy_learner(learner)
         if order != "learn-check" or max_period or network is not None:
             raise MpisgdError("hierarchical synchronization (--node-size) is simulated with --order learn-check, "
@@ -986,7 +986,7 @@ def run_many(stream, rounds, configs, block=None, progress=None):
 
 
 def simulate(source, rounds, protocol, learner=None, order="learn-check", drift_window=500,
-             timeline_every=0, block=None, max_period=0, mode="async", network=None):
+             timeline_every=0, block=None, max_period=0, mode=None, network=None):
     """One configuration over a synthetic stream or a ``ShardSource``."""
     k, n = source.n_learners, source.n_features
     sim = Simulation(k, n, rounds, protocol, learner, order, source.drifts(rounds), drift_window,

@@ -104,7 +104,7 @@ def run(args):
     start = time.perf_counter()
     try:
         result = simulate(source, rounds, protocol, learner_args(args), args.order, args.drift_window,
-                          args.timeline_every, max_period=args.max_period, mode=args.mode, network=args.network)
+                          args.timeline_every, max_period=args.max_period, network=args.network)
     finally:
         if isinstance(source, ShardSource):
             source.close()
