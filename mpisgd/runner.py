@@ -61,7 +61,7 @@ import numpy as np
 from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
-from mpisgd.protocol import (SHARED, AsyncCoordinator, CheckPoints, Coordinator, NodeCheckPoints, Pilot, ProtocolConfig,
+from mpisgd.protocol import (SHARED, Schedule, AsyncCoordinator, CheckPoints, Coordinator, NodeCheckPoints, Pilot, ProtocolConfig,
                              check_hierarchy_learner, warm_up_protocol)
 
 
@@ -348,43 +348,21 @@ class Run:
         self.wall_seconds = time.perf_counter() - wall + self.times_before["wall"]
         return self.coef, self.intercept
 
-    def _boundaries(self, t, T, checking):
-        """The next round at which the loop must stop: a check point (hierarchical:
-        a node average), a timeline row or T."""
-        b = self._step_period
-        stop = T
-        if checking:
-            stop = min(stop, (t // b + 1) * b)
-        every = self.config.timeline_every
-        if every:
-            stop = min(stop, (t // every + 1) * every)
-        return stop
-
-    @property
-    def _step_period(self):
-        """Rounds between check points, or hierarchical, between node averages."""
-        p = self.config.protocol
-        return p.node_period if p.hierarchical else p.period
-
     def _run_sync(self, T, t=0):
-        checking = self.config.protocol.checking(self.size)
+        schedule = Schedule(self.config.protocol, self.size, T, self.config.timeline_every)
         learning = self.rank == 0 or not self.central
-        b = self._step_period
-        every = self.config.timeline_every
         ck = self.checkpointer
         while t < T:
-            stop = self._boundaries(t, T, checking)
+            stop = schedule.next_stop(t, pilot=self.pilot is not None)
             if ck is not None:
                 stop = min(stop, ck.next_stop(t) or T)
-            if self.pilot is not None:
-                stop = min(stop, self.pilot.end)
             if learning:
                 self._learn(stop)
             t = stop
             self._end_pilot(t)
-            if checking and t % b == 0:
+            if schedule.is_check(t):
                 self._check(t)
-            if (every and t % every == 0) or t == T:
+            if schedule.is_record(t):
                 self._record(t)
             if ck is not None and t < T and ck.due(t):
                 ck.save(t, *checkpoint.state(self, t))
@@ -400,9 +378,8 @@ class Run:
 
     def _run_async(self, T, t=0):
         """Dynamic protocol without lock-step (module docstring, docs/RUNNING.md)."""
-        every = self.config.timeline_every
+        schedule = Schedule(self.config.protocol, self.size, T, self.config.timeline_every)
         poll = self.config.poll_rows
-        pace = self.config.protocol.pace_rounds(self.size)
         tr = self.transport
         staleness = self.config.staleness
         coordinator = AsyncCoordinator(self.coordinator, tr) if self.rank == 0 else None
@@ -426,19 +403,14 @@ class Run:
         violated = None  # the round of this learner's unresolved violation, or at which it joined a resolution
         rate = None  # rounds per second of this rank's last block (its polls come every ~poll_seconds)
         while t < T:
-            stop = min(T, (t // poll + 1) * poll)
+            stop = min(schedule.next_stop(t, protocol=False, pilot=self.pilot is not None, pace=True),
+                       (t // poll + 1) * poll)
             if rate is not None:  # a slow rank answers within poll_seconds, not poll_rows of its rounds
                 stop = min(stop, t + max(1, int(rate * self.config.poll_seconds)))
-            if every:
-                stop = min(stop, (t // every + 1) * every)
             if ck is not None and ck.every:
                 stop = min(stop, (t // ck.every + 1) * ck.every)
             if cut is not None:
                 stop = min(stop, cut)
-            if pace:
-                stop = min(stop, (t // pace + 1) * pace)
-            if self.pilot is not None:
-                stop = min(stop, self.pilot.end)
             began, before = time.perf_counter(), t
             if tr.pending:  # no own checks until the resolution arrives
                 if violated is not None:
@@ -467,14 +439,14 @@ class Run:
                 self._wait(lambda: not tr.pending, answer, t)  # bounded staleness: the resolution first
             if not tr.pending:
                 violated = None
-            if pace and t % pace == 0 and t < T:  # a pace round: every rank must have reached the last one
+            if schedule.is_pace(t):  # a pace round: every rank must have reached the last one
                 self._wait(tr.paced, answer, t)
                 tr.start_pace()
             if tr.cutting and cut is None:  # stop until the cut's round is agreed (≥ every rank's)
                 while (cut := tr.cut_round()) is None:
                     answer(t)
                     os.sched_yield()
-            if (every and t % every == 0) or t == T:
+            if schedule.is_record(t):
                 self._record(t)
             if t < T and (t == cut or (ck is not None and ck.every and t % ck.every == 0)):
                 self._cut(t, coordinator)

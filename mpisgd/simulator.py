@@ -47,7 +47,7 @@ from mpisgd import wire
 from mpisgd.errors import MpisgdError
 from mpisgd.data.rows import interleave
 from mpisgd.learners import OnlineLearners
-from mpisgd.protocol import SHARED, CheckPoints, Coordinator, NodeCheckPoints, Pilot, check_hierarchy_learner
+from mpisgd.protocol import SHARED, Schedule, CheckPoints, Coordinator, NodeCheckPoints, Pilot, check_hierarchy_learner
 
 CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
 ORDERS = ("learn-check", "check-learn")  # within a round: check after learning, or before
@@ -581,7 +581,9 @@ class Simulation:
             self.coordinator.horizon = self.k * self.rounds
             self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync")
             self.b = int(protocol.period)
-        self.pace = protocol.pace_rounds(self.k)  # R: a pacing barrier every R rounds (default mode)
+        # when the run's pacing barriers, pilot end and timeline rows come; its check points follow --order and
+        # --max-period (below)
+        self.schedule = Schedule(protocol, self.k, self.rounds, timeline_every)
         # Variant (simulator only, dynamic): adaptive check period. After a check with
         # violators the next check comes b rounds later, after a quiet one twice the last
         # gap, up to max_period. Every rank knows the violator count (the control
@@ -652,12 +654,8 @@ class Simulation:
             through = checking and self._through_quiet and self._next > self.t and self._quiet_pending()
             if checking and not through:
                 step = min(step, self._next - self.t)
-            if self.timeline_every:
-                step = min(step, self.timeline_every - self.t % self.timeline_every)
-            if self.pilot is not None and self.t < self.pilot.end:
-                step = min(step, self.pilot.end - self.t)
-            if self.pace:
-                step = min(step, self.pace - self.t % self.pace)
+            step = min(step, self.schedule.next_stop(self.t, protocol=False, pilot=self.pilot is not None,
+                                                     pace=True) - self.t)
             i = np.searchsorted(self._edges, self.t, side="right")
             if i < len(self._edges):
                 step = min(step, int(self._edges[i]) - self.t)  # one phase per call: exact error attribution
@@ -679,9 +677,9 @@ class Simulation:
                 self._next += self._gap
                 if self._next > self._last_check:
                     self._next = -1
-            if step > 0 and self.pace and self.t % self.pace == 0 and self.t < self.rounds:
+            if step > 0 and self.schedule.is_pace(self.t):
                 self.transport.pace()  # as the runner, after the round's check
-            if step > 0 and ((self.timeline_every and self.t % self.timeline_every == 0) or self.t == self.rounds):
+            if step > 0 and self.schedule.is_record(self.t):
                 self._record()
 
     def _learn(self, indptr, indices, data, y, owner, rounds):

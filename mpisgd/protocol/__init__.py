@@ -8,6 +8,7 @@ for each concern of the protocol, and no MPI.
     dynamic.py       dynamic: local conditions, violations resolved
     fda.py           fda: variance monitoring
     base.py          what a protocol's class says (its parameters, its check point)
+    schedule.py      Schedule: when check points, node averages, the pilot's end, pacing and timeline rows come
     checks.py        CheckPoints: the check begun and its settling (sync mode)
     coordinator.py   Coordinator: resolution, hedges, augmentation (rank 0)
     delta.py         Δ: the auto rule's pilot, the budget's steering
@@ -28,9 +29,10 @@ from mpisgd.protocol.delta import (DELTA_SCALE, PILOT_ROUNDS, RDA_DELTA_SCALE, P
                                    warm_up_protocol)
 from mpisgd.protocol.hierarchy import NodeCheckPoints, check_hierarchy_learner
 from mpisgd.protocol.registry import REGISTRY
+from mpisgd.protocol.schedule import Schedule
 
 __all__ = ["AUGMENTATIONS", "AUTO", "CONSTRAINTS", "COUNTER_COUNTS", "COUNTER_RESETS", "DELTA_SCALE", "FDA_ESTIMATES",
            "HALF_HEDGE_LEARNERS", "HEDGES", "MODES", "PACE", "PILOT_ROUNDS", "PROTOCOLS", "RDA_DELTA_SCALE", "REGISTRY",
-           "SHARED", "SILENT", "AsyncCoordinator", "CheckPoints", "Coordinator", "NodeCheckPoints", "Pilot",
+           "SHARED", "SILENT", "AsyncCoordinator", "Schedule", "CheckPoints", "Coordinator", "NodeCheckPoints", "Pilot",
            "ProtocolConfig", "ProtocolStats", "auto_delta", "check_hierarchy_learner", "drive", "pilot_values",
            "warm_up_protocol"]
