@@ -538,12 +538,12 @@ class Run:
         self.comm.Gather_meta(np.ascontiguousarray(timeline), gathered)
         if self.rank != 0:
             return None
-        from mpisgd.metrics import run_report
+        from mpisgd.report import train_report
 
         self.merged_timeline = Timeline.summed(list(gathered))
         configuration = {**self.config.as_dict(), "ranks": self.size, "rounds": self.T,
                          "n_features": self.learners.n_features, **(extra or {})}
-        report = run_report(configuration, summaries, self.coordinator.stats.as_dict(), self.coordinator.counter)
+        report = train_report(configuration, summaries, self.coordinator.stats.as_dict(), self.coordinator.counter)
         report["delta_auto"] = self.coordinator.auto  # --delta auto: the rule, its measured inputs and Δ
         if self.nodes is not None:
             from mpisgd.wire import CATEGORIES

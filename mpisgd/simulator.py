@@ -826,6 +826,7 @@ class Simulation:
             "model_messages": self.model_messages(),
             "protocol_messages": self.model_messages() - (0 if self.central else 2 * self.coordinator.k),
             "stats": self.coordinator.stats.as_dict(),
+            "violation_counter": self.coordinator.counter,
             "delta_auto": self.coordinator.auto,
             "budget": self.coordinator.budget,
             "bytes_sent": {c: int(sent_b[:, i].sum()) for i, c in enumerate(cats)},

@@ -145,12 +145,24 @@ def _compare(key, record):
 
 
 def simulate_record(report):
-    """What a simulate run must reproduce exactly."""
-    return {"learner": report["learner"], "examples": report["examples"], "errors": report["errors"],
-            "loss": report["loss"], "messages_sent": report["messages_sent"], "bytes_sent": report["bytes_sent"],
-            "messages_received": report["messages_received"], "bytes_received": report["bytes_received"],
-            "per_rank": report["per_rank"], "stats": report["stats"], "model_messages": report["model_messages"],
-            "model": checksum(np.append(report["coef"], report["intercept"]))}
+    """What a simulate run must reproduce exactly (in the golden file's own layout)."""
+    from mpisgd.wire import CATEGORIES
+
+    comm, protocol = report["communication"], report["protocol"]
+    by = {(side, key): {c: comm[side][c][key] for c in CATEGORIES}
+          for side in ("sent", "received") for key in ("messages", "bytes")}
+    per_rank = {name: [[rank["communication"][side][c][key] for c in CATEGORIES] for rank in report["per_rank"]]
+                for name, side, key in (("sent_bytes", "sent", "bytes"), ("recv_bytes", "received", "bytes"),
+                                        ("sent_msgs", "sent", "messages"), ("recv_msgs", "received", "messages"))}
+    stats = {key: protocol[key] for key in ("hedge", "checks", "violations", "balancings", "augmented")}
+    stats["full_syncs"] = {key: v for key, v in protocol["full_syncs"].items() if key != "total"}
+    stats["model_messages"] = {key: v for key, v in comm["model_messages_paper"].items() if key != "total"}
+    return {"learner": report["configuration"]["learner"], "examples": report["online"]["examples"],
+            "errors": report["online"]["errors"], "loss": report["online"]["loss"],
+            "messages_sent": by["sent", "messages"], "bytes_sent": by["sent", "bytes"],
+            "messages_received": by["received", "messages"], "bytes_received": by["received", "bytes"],
+            "per_rank": per_rank, "stats": stats, "model_messages": comm["model_messages_paper"]["total"],
+            "model": checksum(np.append(report["model"]["coef"], report["model"]["intercept"]))}
 
 
 @pytest.mark.parametrize("name, mode", SIM_RUNS)
