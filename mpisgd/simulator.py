@@ -73,7 +73,7 @@ class SimTransport:
 
     def __init__(self, learners, ranks=None, mode="async", log=None, violation_models=True):
         self.L = learners
-        self.mode = mode  # whose messages to count: ``train --mode sync`` or the default mode
+        self.sequence = wire.SEQUENCE[mode]  # what a check point sends: ``train --mode sync``'s or the default mode's
         self.violation_models = violation_models  # as ``MPITransport``'s
         self.log = log  # a ``netmodel.EventLog`` to write every message into, or None
         self._ids = 0  # message and request ids of the log
@@ -141,6 +141,32 @@ class SimTransport:
         self._recv_bytes[ranks, c] += nbytes
         self._recv_msgs[ranks, c] += 1
         self._log_messages(senders, ranks, nbytes)  # a member's parent comes before it
+
+    def send(self, step, ranks=(), payload=0, count=1):
+        """The messages of ``step`` of a check point (``wire.SEQUENCE``) to or
+        from ``ranks`` (≠ 0), each carrying ``payload`` bytes; an allreduce
+        ``count`` times. Returns the log's request of a nonblocking allreduce,
+        or None."""
+        message = self.sequence[step]
+        if message is None or count == 0:
+            return None
+        ranks = np.asarray(ranks, np.int64)
+        k = len(self._sent_bytes)
+        nbytes = message.nbytes(payload, len(ranks), k)
+        if message.route == "allreduce":
+            self._count_allreduce(message.category, nbytes, count)
+            if self.log is None:
+                return None
+            self._ids += 1
+            self.log.iallreduce(nbytes, self._ids)
+            return self._ids
+        if message.route == "everyone":
+            self.down_to_all(message.category, nbytes)
+        elif message.route == "relay":
+            self.relay(ranks, message.category, nbytes)
+        else:
+            getattr(self, message.route)(ranks, message.category, nbytes)  # up, down
+        return None
 
     def down_to_all(self, category, nbytes):
         """One message of nbytes from rank 0 to every other rank (a command)."""
@@ -245,25 +271,17 @@ class SimTransport:
             self.up(violators[away], "violation", nbytes[away])
         else:
             models = None
-            if self.mode != "sync":
-                self.up(violators[away], "violation", 0)
+            self.send("empty_violation", violators[away])
         messages, self._deferred = self._deferred, None
-        request = None
-        if self.mode == "sync":
-            self._count_allreduce("control", 8)  # the nonblocking count of violators
-            if self.log is not None:
-                self._ids += 1
-                request = self._ids
-                self.log.iallreduce(8, request)
+        request = self.send("count")  # the agreement on the number of violators
         self.sent = {} if models is None else dict(zip(violators.tolist(), models))
         self.last_count = len(violators)
         return violators, models, messages, request
 
     def quiet_checks(self, count):
-        """The messages of ``count`` checks that found no violator: in sync
-        mode one control Allreduce each, in the default mode none."""
-        if self.mode == "sync" and count:
-            self._count_allreduce("control", 8, count)
+        """The messages of ``count`` checks that found no violator: each one's
+        agreement on the number of violators (sync mode: an Allreduce)."""
+        self.send("count", count=count)  # (never with an event log: it sees every check point)
 
     def end_check(self, handle):
         violators, models, messages, request = handle
@@ -299,9 +317,8 @@ class SimTransport:
         self.resolving = True
 
     def close_resolution(self):
-        """Sync mode: END to every serving rank."""
-        if self.mode == "sync":
-            self.down_to_all("control", wire.CONTROL_BYTES)
+        """The end of a resolution (sync mode: END to every serving rank)."""
+        self.send("end")
         self.resolving = False
 
     def settled(self):
@@ -336,10 +353,7 @@ class SimTransport:
             model, nbytes = L.decode(buf), len(buf)  # every member takes the model sent
         else:
             nbytes = wire.model_nbytes(int(np.count_nonzero(model[:n])), n)
-        if self.mode == "sync":
-            self.down(others, "balance_result", nbytes)
-        else:
-            self.relay(others, "balance_result", wire.relay_result_nbytes(nbytes, len(others), L.k))
+        self.send("balance_result", others, nbytes)
         members = set(np.asarray(ids).tolist())
         progress = {l: L.progress(l, z) for l, z in self.sent.items() if new_reference or l in members}
         if new_reference:
@@ -355,10 +369,8 @@ class SimTransport:
         COMMAND FULLSYNC to every other rank (relayed in the default mode). Every
         current model goes into the mean."""
         L, n, k, compress = self.L, self.L.n_features, self.L.k, self.L.compress
-        if self.resolving and self.mode == "sync":
-            self.down_to_all("control", wire.CONTROL_BYTES)
-        elif self.resolving:
-            self.relay(np.arange(1, k), "control", wire.fullsync_nbytes(k))
+        if self.resolving:
+            self.send("fullsync_command", np.arange(1, k))
         ids = np.arange(k)
         z, nnz, scales = L.sync_parts(ids)
         probe = wire.sync_probe_size(n, k, compress)
