@@ -61,8 +61,9 @@ import numpy as np
 from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
-from mpisgd.protocol import (SHARED, Schedule, AsyncCoordinator, CheckPoints, Coordinator, NodeCheckPoints, Pilot, ProtocolConfig,
-                             check_hierarchy_learner, warm_up_protocol)
+from mpisgd.engine import Engine
+from mpisgd.protocol import (SHARED, AsyncCoordinator, Pilot, ProtocolConfig, Schedule, check_hierarchy_learner,
+                             warm_up_protocol)
 
 
 
@@ -154,21 +155,19 @@ class Run:
             config.protocol.check_nodes(self.size, m)
             self.node_comm = node
             # the start, pilot and final collectives over every rank; the protocol between node leaders
-            self.coordinator = Coordinator(config.protocol, self.size // m)  # resolves on rank 0 only
-            models = not config.protocol.syncs_every_violation(self.coordinator.k)  # violations carry them
+            models = not config.protocol.syncs_every_violation(self.size // m)  # violations carry them
             self.world = MPITransport(self.comm, self.learners)
             self.transport = None if leaders is None else MPITransport(leaders, self.learners,
                                                                         violation_models=models)
             self.nodes = NodeTransport(node, self.learners, self.transport)
-            self.checkpoints = NodeCheckPoints(self.coordinator)
+            self.engine = Engine(config.protocol, self.size // m, self.transport, self.nodes)
         else:
-            self.coordinator = Coordinator(config.protocol, self.size)  # resolves on rank 0 only
             models = not config.protocol.syncs_every_violation(self.size)  # violations carry them
             self.transport = MPITransport(self.comm, self.learners, asynchronous=self.asynchronous,
                                           violation_models=models)
             self.world = self.transport
-            self.transport.steer = self.coordinator.steer if config.protocol.budget else None
-            self.checkpoints = CheckPoints(self.coordinator)
+            self.engine = Engine(config.protocol, self.size, self.transport)
+        self.coordinator, self.checkpoints = self.engine.coordinator, self.engine.points
         self.timeline = Timeline()
         self.members = None
         self.pilot = None  # --delta auto: the pilot of the first P rounds, until Δ is set (run)
@@ -292,11 +291,9 @@ class Run:
         """The check point after round t (sync mode)."""
         if self.observer is not None:
             self.observer.before(t, self)
-        if self.nodes is not None:
-            self.members = self.checkpoints.check(t, self.nodes, self.transport)
-        else:
+        if self.transport is not None:
             self._tell_progress(self.transport, t)
-            self.members = self.checkpoints.check(t, self.transport)
+        self.members = self.engine.check(t)
         if self.observer is not None:
             self.observer.after(t, self, self.members if self.rank == 0 else None)
 
@@ -371,10 +368,7 @@ class Run:
                 self.progress(t, T)
         if T == 0:
             self._record(0)
-        if self.nodes is not None:
-            self.checkpoints.settle(T, self.nodes, self.transport)  # the last check begun
-        else:
-            self.checkpoints.settle(self.transport)  # the last check begun
+        self.engine.settle(T)  # the last check begun
 
     def _run_async(self, T, t=0):
         """Dynamic protocol without lock-step (module docstring, docs/RUNNING.md)."""

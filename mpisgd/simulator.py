@@ -47,7 +47,8 @@ from mpisgd import wire
 from mpisgd.errors import MpisgdError
 from mpisgd.data.rows import interleave
 from mpisgd.learners import OnlineLearners
-from mpisgd.protocol import SHARED, Schedule, CheckPoints, Coordinator, NodeCheckPoints, Pilot, check_hierarchy_learner
+from mpisgd.engine import Engine
+from mpisgd.protocol import SHARED, Pilot, Schedule, check_hierarchy_learner
 
 CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
 ORDERS = ("learn-check", "check-learn")  # within a round: check after learning, or before
@@ -582,17 +583,15 @@ class Simulation:
             self.world = SimTransport(self.L, self.k, mode)
             self.transport = SimTransport(leaders, leaders.k, mode,
                                           violation_models=not protocol.syncs_every_violation(leaders.k))
-            self.coordinator = Coordinator(protocol, leaders.k)
-            self.checkpoints = NodeCheckPoints(self.coordinator)
+            self.engine = Engine(protocol, leaders.k, self.transport, self.nodes)
             self.b = int(protocol.node_period)  # rounds between the stops of the loop: node averages
         else:
             self.transport = self.world = SimTransport(self.L, self.k, mode, self.log,
                                                        violation_models=not protocol.syncs_every_violation(self.k))
-            self.coordinator = Coordinator(protocol, self.k)
-            self.transport.steer = self.coordinator.steer if protocol.budget else None
-            self.coordinator.horizon = self.k * self.rounds
-            self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync")
+            self.engine = Engine(protocol, self.k, self.transport, lagged=mode == "sync")
+            self.engine.coordinator.horizon = self.k * self.rounds
             self.b = int(protocol.period)
+        self.coordinator, self.checkpoints = self.engine.coordinator, self.engine.points
         # when the run's pacing barriers, pilot end and timeline rows come; its check points follow --order and
         # --max-period (below)
         self.schedule = Schedule(protocol, self.k, self.rounds, timeline_every)
@@ -757,10 +756,7 @@ class Simulation:
         """One check point; returns True when it found no violator (or static)."""
         before = self._stats_snapshot()
         self.transport.last_count, self.transport.at, self.transport.entries = 0, self.t, self.entries
-        if self.nodes is not None:
-            self.checkpoints.check(self.t, self.nodes, self.transport)
-        else:
-            self.checkpoints.check(max(self.t, 1), self.transport)  # Δ_t at t = 0 (check-learn) uses t = 1
+        self.engine.check(self.t)  # Δ_t at t = 0 (check-learn) uses t = 1
         self._attribute(before)
         return self.transport.last_count == 0
 
@@ -816,10 +812,7 @@ class Simulation:
         if self.t != self.rounds:
             raise MpisgdError(f"simulate: fed {self.t} of {self.rounds} rounds")
         before = self._stats_snapshot()
-        if self.nodes is not None:
-            self.checkpoints.settle(self.t, self.nodes, self.transport)  # the last check begun
-        else:
-            self.checkpoints.settle(self.transport)  # the last check begun
+        self.engine.settle(self.t)  # the last check begun
         self._attribute(before)
         if self.protocol.asynchronous(self.k):
             others = np.arange(1, self.k)
