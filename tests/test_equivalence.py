@@ -136,7 +136,8 @@ def test_simulate_equals_train_sync_hierarchical(case, shards, tmp_path):
     _assert_equal(shards[k], args, k, tmp_path)
     report = json.loads((tmp_path / "train" / "report.json").read_text())
     sim = json.loads((tmp_path / "sim" / "report.json").read_text())
-    assert sim["hierarchy"]["intra_node"] == report["hierarchy"]["intra_node"]
+    want = report["hierarchy"]["intra_node"]
+    assert sim["hierarchy"]["intra_node"] == want
     for mine, rank in zip(sim["per_rank"], report["per_rank"], strict=True):
         assert mine["intra_node"] == rank["intra_node"]
     m = int(args[args.index("--node-size") + 1])
