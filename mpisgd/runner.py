@@ -96,8 +96,8 @@ class RunConfig:
         if self.protocol.hierarchical:
             check_hierarchy_learner(self.learner)
         if self.protocol.fda_estimate == "exact":
-            raise MpisgdError("fda_estimate: 'exact' is the simulator's oracle (it would cost a dense "
-                              "Allreduce per check); train uses 'linear'")
+            raise MpisgdError("protocol: fda_estimate (--fda-estimate) 'exact' is the simulator's oracle (it would "
+                              "cost a dense Allreduce per check); train uses 'linear'")
 
     def as_dict(self):
         return {"protocol": self.protocol.as_dict(), "mode": self.protocol.mode, "learner": dict(self.learner),

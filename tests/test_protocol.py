@@ -559,3 +559,15 @@ def test_no_protocol_name_is_compared_outside_the_protocol_package():
              for i, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)
              and not re.search(r"compress|shuffle", line)]  # "none" is also a compression's name
     assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_train_and_simulate_default_to_the_same_mode(k):
+    """The same defaults give the same configuration, mode included, to both commands."""
+    from mpisgd.cli import build_parser
+    from mpisgd.commands.options import protocol_config
+
+    train = build_parser("train").parse_args(["train", "--synthetic", "disjunction"])
+    simulate = build_parser("simulate").parse_args(["simulate", "--synthetic", "disjunction", "--learners", str(k)])
+    assert protocol_config(train) == protocol_config(simulate)
+    assert protocol_config(train).mode == "async" and protocol_config(train).asynchronous(k)
