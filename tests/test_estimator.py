@@ -9,6 +9,17 @@ from mpisgd import SGDClassifier, SGDRegressor
 from mpisgd.errors import MpisgdError
 
 
+def sgd_expected_failures(estimator):
+    """scikit-learn's own SGD estimators fail these two for the same reason:
+    an integer weight is one step of that size, not as many steps (and a zero
+    weight still takes the regularization step), so weights do not equal
+    repeated or removed rows exactly (test_sample_weight_is_like_repeating_rows
+    checks that they do at convergence)."""
+    reason = "SGD: a weight scales one step; it does not repeat or remove the row"
+    return {"check_sample_weight_equivalence_on_dense_data": reason,
+            "check_sample_weight_equivalence_on_sparse_data": reason}
+
+
 @parametrize_with_checks(
     [
         SGDClassifier(random_state=0),
@@ -17,7 +28,10 @@ from mpisgd.errors import MpisgdError
         SGDClassifier(loss="log", algorithm="sgd", average=10, random_state=0),
         SGDRegressor(random_state=0),
         SGDRegressor(loss="huber", algorithm="dekel-sgd", alpha=1e-2, max_iter=20, random_state=0),
-    ]
+        SGDClassifier(learning_rate="adaptive", warm_start=True, n_jobs=2, random_state=0),
+        SGDRegressor(penalty="l1", learning_rate="adaptive", random_state=0),
+    ],
+    expected_failed_checks=sgd_expected_failures,
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
@@ -84,14 +98,20 @@ def test_calibration_picks_a_local_minimum():
     "params,match",
     [
         (dict(loss="nope"), "unknown loss 'nope'"),
-        (dict(schedule="nope"), "unknown schedule 'nope'"),
+        (dict(learning_rate="nope"), "unknown learning_rate 'nope'"),
         (dict(algorithm="nope"), "unknown algorithm 'nope'"),
         (dict(algorithm="dekel-sgd", alpha=0.0), r"alpha \(λ\) must be > 0"),
-        (dict(schedule="optimal", alpha=-1.0), r"alpha \(λ\) must be a finite number ≥ 0"),
-        (dict(schedule="optimal", alpha=0.0), r"alpha \(λ\) must be > 0"),
+        (dict(learning_rate="optimal", alpha=-1.0), r"alpha \(λ\) must be a finite number ≥ 0"),
+        (dict(learning_rate="optimal", alpha=0.0), r"alpha \(λ\) must be > 0"),
         (dict(loss="squared"), "unknown loss 'squared'"),
         (dict(penalty="l0"), "unknown penalty 'l0'; choose one of l2, l1, elasticnet"),
-        (dict(penalty="elasticnet"), "penalty 'elasticnet' needs algorithm 'sgd'"),
+        (dict(penalty="elasticnet", algorithm="asgd"), "penalty 'elasticnet' needs algorithm 'sgd'"),
+        (dict(learning_rate="adaptive", algorithm="dekel-sgd"), "learning_rate must be None"),
+        (dict(tol=float("nan")), "tol must be a finite number or None"),
+        (dict(n_iter_no_change=0), "n_iter_no_change must be ≥ 1"),
+        (dict(early_stopping=True, validation_fraction=1.0), "validation_fraction must lie in"),
+        (dict(class_weight={7: 2.0}), "class_weight"),
+        (dict(class_weight="nope"), "class_weight"),
         (dict(penalty="l1", algorithm="sgd", average=True), "penalty 'l1' runs the L1 kernel"),
         (dict(average=True, algorithm="sgdqn"), "'sgdqn' does not average"),
         (dict(average=True, algorithm="dekel-asgd"), "average=True selects Bottou's kernel"),
@@ -130,7 +150,7 @@ def test_bad_data():
 def test_diverging_run_raises():
     X, y = blobs()
     with pytest.raises(MpisgdError, match="diverged"):
-        SGDRegressor(schedule="constant", eta0=1e6, max_iter=50).fit(X, 100.0 * y)
+        SGDRegressor(learning_rate="constant", eta0=1e6, max_iter=50).fit(X, 100.0 * y)
 
 
 def test_non_finite_class_labels():
@@ -177,10 +197,10 @@ def test_one_versus_rest_is_k_binary_problems(algorithm, alpha, penalty):
     assert clf.coef_.shape == (4, X.shape[1]) and clf.intercept_.shape == (4,)
     np.testing.assert_array_equal(clf.classes_, ["ccat", "ecat", "gcat", "mcat"])
     for c, label in enumerate(clf.classes_):
-        alone = SGDClassifier(**kw)
+        alone = SGDClassifier(**kw, eta0=clf.eta0_)  # γ0 is calibrated once for all classes
         alone.fit(X, np.where(y == label, 1, -1))
-        if algorithm == "sgdqn":  # each class's own γ0, and the skip it allows
-            assert clf.eta0_[c] == alone.eta0_ and clf.skip_[c] == alone.skip_
+        if algorithm == "sgdqn":  # the skip that γ0 allows
+            assert clf.skip_ == alone.skip_
         np.testing.assert_allclose(clf.coef_[c], alone.coef_[0], rtol=1e-12, atol=1e-15)
         assert clf.intercept_[c] == pytest.approx(alone.intercept_[0], rel=1e-12, abs=1e-15)
     scores = clf.decision_function(X)
@@ -209,14 +229,14 @@ def test_one_versus_rest_partial_fit_and_model_file(tmp_path):
     assert scored["error"] == pytest.approx(error) and scored["loss"] == pytest.approx(loss)
 
 
-@pytest.mark.parametrize("average,avg_start", [(True, 0.0), (1, 0.0), (25, 25.0)])
+@pytest.mark.parametrize("average,avg_start", [(True, 1.0), (1, 1.0), (25, 25.0)])
 def test_average_is_asgd_from_that_example(average, avg_start):
     X, y = blobs()
     ours = SGDClassifier(algorithm="sgd", average=average, max_iter=2, random_state=4).fit(X, y)
-    asgd = SGDClassifier(algorithm="asgd", schedule="bottou", avg_start=avg_start, max_iter=2,
+    asgd = SGDClassifier(algorithm="asgd", learning_rate="bottou", avg_start=avg_start, max_iter=2,
                          random_state=4).fit(X, y)
     np.testing.assert_allclose(ours.coef_, asgd.coef_, rtol=1e-12)
     plain = SGDClassifier(algorithm="asgd", average=False, max_iter=2, random_state=4).fit(X, y)
-    sgd = SGDClassifier(algorithm="sgd", schedule="xu", max_iter=2, random_state=4).fit(X, y)
+    sgd = SGDClassifier(algorithm="sgd", learning_rate="xu", max_iter=2, random_state=4).fit(X, y)
     np.testing.assert_allclose(plain.coef_, sgd.coef_, rtol=1e-12)
     assert not np.allclose(plain.coef_, ours.coef_)
