@@ -38,11 +38,14 @@ the ``tol`` improvement, training stops once it is ≤ 1e-6). ``t0`` None with
 λ^(-1/4) / max(1, −ℓ'(−λ^(-1/4), 1)).
 
 Stopping (``fit`` only), as scikit-learn: an epoch without improvement is one
-whose online training loss sum exceeds the best so far minus ``tol``·m, or,
-with ``early_stopping``, whose score on the held-out ``validation_fraction``
-of the rows (stratified for classifiers; accuracy or R², weighted by
+whose training objective exceeds the best so far minus ``tol``, or, with
+``early_stopping``, whose score on the held-out ``validation_fraction`` of the
+rows (stratified for classifiers; accuracy or R² of the model, weighted by
 ``sample_weight``) is below the best plus ``tol``; ``n_iter_no_change`` of them
-in a row stop that problem (one-versus-rest: each class on its own).
+in a row stop that problem (one-versus-rest: each class on its own). The
+training objective is the epoch's mean online loss (each example's, weighted,
+at the prediction made before its step) plus the penalty of the model at the
+epoch's end (scikit-learn 1.9 adds each step's penalty instead).
 ``tol=None`` runs ``max_iter`` epochs. ``n_iter_`` is the epochs of the last
 ``fit``/``partial_fit`` (the largest over the classes), ``t_`` the examples
 seen since the first fit.
@@ -150,10 +153,11 @@ def _resolve_algorithm(est):
 
 
 def _optimal_t0(loss_code, loss_param, lam):
-    """scikit-learn's (Bottou's svmsgd) t0 of 1/(λ(t0 + t)): the first step is
-    γ_1 = typw / max(1, −ℓ'(−typw, 1)) with typw = λ^(-1/4)."""
+    """scikit-learn's t0 of 1/(λ(t0 + t)) (after Bottou's svmsgd): the first step is
+    γ_1 = typw / max(1, ℓ'(−typw, 1)) with typw = λ^(-1/4) (γ_1 = typw for every
+    loss here, whose ℓ'(−typw, 1) < 0)."""
     typw = math.sqrt(1.0 / math.sqrt(lam))
-    gamma1 = typw / max(1.0, -dloss(loss_code, -typw, 1.0, loss_param))
+    gamma1 = typw / max(1.0, dloss(loss_code, -typw, 1.0, loss_param))
     return 1.0 / (gamma1 * lam) - 1.0  # 1/(λ(t0 + 1)) = γ_1
 
 
@@ -422,11 +426,18 @@ class _Problem:
         self.w = np.asarray(w, dtype=np.float64)
         self.b = float(b)
 
-    def stop_after(self, current, slack):
+    def penalty(self):
+        """λ(ρ‖w‖₁ + (1 − ρ)/2 ‖w‖²) (+ λb²/2 with ``regularize_bias``) of the model."""
+        cfg, w = self.cfg, self.w
+        rho = cfg["l1_ratio"]
+        reg = w @ w + (self.b * self.b if cfg["regularize_bias"] else 0.0)
+        return cfg["lam"] * (rho * float(np.abs(w).sum()) + 0.5 * (1.0 - rho) * reg)
+
+    def stop_after(self, current, tol):
         """scikit-learn's rule after an epoch: no improvement when ``current`` (the
-        online loss sum, or −(validation score); lower is better) exceeds the best so
-        far minus ``slack`` (tol·m, or tol); True when this problem is done."""
-        if current > self.best - slack:
+        training objective, or −(validation score): lower is better) exceeds the best
+        so far minus ``tol``; True when this problem is done."""
+        if current > self.best - tol:
             self.stalled += 1
         else:
             self.stalled = 0
@@ -698,7 +709,7 @@ class _BaseSGD(BaseEstimator):
                 lines.append(self._verbose_lines(k, problem, loss_sum / m_train, started))
             if tol is not None:
                 if val is None:
-                    done = problem.stop_after(loss_sum, tol * m_train)
+                    done = problem.stop_after(loss_sum / m_train + problem.penalty(), tol)
                 else:
                     done = problem.stop_after(-self._score(problem, *val, k), tol)
                 if done and self.verbose:

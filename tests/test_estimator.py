@@ -240,3 +240,258 @@ def test_average_is_asgd_from_that_example(average, avg_start):
     sgd = SGDClassifier(algorithm="sgd", learning_rate="xu", max_iter=2, random_state=4).fit(X, y)
     np.testing.assert_allclose(plain.coef_, sgd.coef_, rtol=1e-12)
     assert not np.allclose(plain.coef_, ours.coef_)
+
+
+# -- scikit-learn's parameters and meanings --------------------------------------
+
+
+def three_blobs(m=300, n=5, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, m)
+    return rng.normal(size=(m, n)) + 1.5 * np.eye(3, n)[y], y
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("learning_rate", ["optimal", "constant", "invscaling", "adaptive"])
+@pytest.mark.parametrize("average", [False, True, 7])
+def test_same_steps_and_stopping_epoch_as_scikit_learn(learning_rate, average):
+    """In file order on dense data, scikit-learn's SGDClassifier and ours take the
+    same steps (γ_t of each learning_rate, the averages of ``average``, adaptive's
+    γ0/5 on a plateau) and stop at the same epoch under tol."""
+    from sklearn.linear_model import SGDClassifier as SkClassifier
+
+    X, y = three_blobs()
+    kw = dict(loss="hinge", alpha=1e-3, learning_rate=learning_rate, eta0=0.05,
+              average=average, shuffle=False, max_iter=50, tol=1e-3, random_state=0)
+    labels = [y == 1]
+    if learning_rate in ("constant", "invscaling"):  # and one-versus-rest
+        labels.append(y)
+    for target in labels:
+        ours = SGDClassifier(**kw).fit(X, target)
+        theirs = SkClassifier(**kw).fit(X, target)
+        assert ours.n_iter_ == theirs.n_iter_
+        np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("learning_rate", ["constant", "invscaling"])
+def test_regressor_same_steps_as_scikit_learn(learning_rate):
+    from sklearn.linear_model import SGDRegressor as SkRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    y = X @ rng.normal(size=5) + 0.1 * rng.normal(size=300)
+    kw = dict(alpha=1e-3, learning_rate=learning_rate, eta0=0.01, average=False,
+              shuffle=False, max_iter=50, tol=1e-3, random_state=0)
+    ours, theirs = SGDRegressor(**kw).fit(X, y), SkRegressor(**kw).fit(X, y)
+    assert ours.n_iter_ == theirs.n_iter_ < 50
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=1e-10, atol=1e-12)
+
+
+def test_sample_weight_is_like_repeating_rows():
+    """Weights 0, 1, 2 (summing to m: the same objective) against the rows
+    removed, kept and doubled: the same model up to SGD's noise, far from the
+    unweighted one."""
+    X, y = blobs(m=400, seed=3)
+    sw = np.random.default_rng(1).permutation(np.repeat([0, 1, 2], [100, 200, 100]))
+    kw = dict(loss="log", alpha=1e-2, max_iter=30, tol=None, random_state=0)
+    weighted = SGDClassifier(**kw).fit(X, y, sample_weight=sw)
+    repeated = SGDClassifier(**kw).fit(np.repeat(X, sw, axis=0), np.repeat(y, sw))
+    plain = SGDClassifier(**kw).fit(X, y)
+
+    def gap(a, b):
+        return np.linalg.norm(np.append(a.coef_, a.intercept_) - np.append(b.coef_, b.intercept_))
+
+    assert gap(weighted, repeated) < 0.1 * gap(plain, repeated)
+    ones = SGDClassifier(**kw).fit(X, y, sample_weight=np.ones(len(y)))
+    np.testing.assert_array_equal(ones.coef_, plain.coef_)
+    with pytest.raises(MpisgdError, match="sample_weight"):
+        SGDClassifier().fit(X, y, sample_weight=-sw)
+
+
+def imbalanced_topics():
+    X, y = topics()
+    keep = (y == "ccat") | (np.arange(len(y)) % 3 == 0)  # ccat 3 times as frequent
+    return X[keep], y[keep]
+
+
+def test_class_weight_is_the_sample_weights_it_implies():
+    from sklearn.utils.class_weight import compute_sample_weight
+
+    X, y = imbalanced_topics()
+    kw = dict(max_iter=4, tol=None, random_state=0)
+    balanced = SGDClassifier(class_weight="balanced", **kw).fit(X, y)
+    implied = compute_sample_weight("balanced", y)
+    same = SGDClassifier(**kw).fit(X, y, sample_weight=implied)
+    np.testing.assert_array_equal(balanced.coef_, same.coef_)
+    assert balanced.eta0_ == same.eta0_
+    assert not np.allclose(balanced.coef_, SGDClassifier(**kw).fit(X, y).coef_)
+    weights = {"ccat": 0.5, "mcat": 3.0}
+    sw = np.random.default_rng(0).random(len(y))
+    by_class = SGDClassifier(class_weight=weights, **kw).fit(X, y, sample_weight=sw)
+    product = sw * np.array([weights.get(c, 1.0) for c in y])
+    np.testing.assert_array_equal(by_class.coef_,
+                                  SGDClassifier(**kw).fit(X, y, sample_weight=product).coef_)
+    with pytest.raises(MpisgdError, match="'balanced' is not supported by partial_fit"):
+        SGDClassifier(class_weight="balanced").partial_fit(X, y, classes=np.unique(y))
+
+
+def test_warm_start_continues_the_fit():
+    X, y = topics()
+    kw = dict(tol=None, random_state=0)
+    once = SGDClassifier(max_iter=5, **kw).fit(X, y)
+    warm = SGDClassifier(max_iter=2, warm_start=True, **kw).fit(X, y)
+    warm.set_params(max_iter=3).fit(X, y)
+    np.testing.assert_allclose(warm.coef_, once.coef_, rtol=1e-12)
+    assert warm.n_iter_ == 3 and warm.t_ == once.t_ == 5 * X.shape[0]
+    cold = SGDClassifier(max_iter=2, **kw).fit(X, y)
+    cold.set_params(max_iter=3).fit(X, y)  # from scratch
+    np.testing.assert_array_equal(cold.coef_, SGDClassifier(max_iter=3, **kw).fit(X, y).coef_)
+    with pytest.raises(MpisgdError, match="cannot continue the previous fit .* algorithm"):
+        warm.set_params(algorithm="dekel-sgd").fit(X, y)
+
+
+def test_early_stopping_holds_out_rows_and_stops_on_their_score():
+    """The model is the fit on the training rows alone, for the epochs that the
+    validation score's rule allows (recomputed here from the held-out rows)."""
+    from sklearn.model_selection import StratifiedShuffleSplit
+
+    X, y = blobs(m=600, seed=5)
+    X += np.random.default_rng(6).normal(scale=2.0, size=X.shape)  # noisy: the score wobbles
+    kw = dict(loss="log", tol=1e-3, n_iter_no_change=3, random_state=0)
+    clf = SGDClassifier(early_stopping=True, validation_fraction=0.2, max_iter=100, **kw)
+    clf.fit(X, y)
+    train, val = next(StratifiedShuffleSplit(test_size=0.2, random_state=0).split(X, y))
+    train, val = np.sort(train), np.sort(val)
+    assert clf.t_ == clf.n_iter_ * len(train) and clf.n_iter_ < 100
+    best, stalled, stop = -np.inf, 0, None
+    for epochs in range(1, clf.n_iter_ + 1):
+        alone = SGDClassifier(max_iter=epochs, **dict(kw, tol=None)).fit(X[train], y[train])
+        score = alone.score(X[val], y[val])
+        stalled = stalled + 1 if score < best + 1e-3 else 0
+        best = max(best, score)
+        if stalled >= 3:
+            stop = epochs
+            break
+    assert stop == clf.n_iter_
+    np.testing.assert_array_equal(alone.coef_, clf.coef_)
+
+
+def test_tol_stops_on_the_training_objective():
+    """fit stops at the first epoch where n_iter_no_change epochs in a row missed
+    the best objective (mean online loss + the model's penalty) by tol."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = blobs()
+    free = SGDClassifier(tol=None, random_state=0)
+    best, stalled, stop = np.inf, 0, None
+    for epoch, _, mean_loss, _ in free._epochs(X, y, max_iter=100):
+        objective = mean_loss + 0.5 * 1e-4 * float(np.sum(free.coef_ ** 2))
+        stalled = stalled + 1 if objective > best - 1e-3 else 0
+        best = min(best, objective)
+        if stalled >= 5:
+            stop = epoch
+            break
+    clf = SGDClassifier(random_state=0).fit(X, y)  # tol=1e-3, n_iter_no_change=5
+    assert clf.n_iter_ == stop < 100
+    np.testing.assert_array_equal(clf.coef_, free.coef_)
+    with pytest.warns(ConvergenceWarning, match="maximum number of iterations"):
+        SGDClassifier(max_iter=2, random_state=0).fit(X, y)
+    assert SGDClassifier(tol=None, max_iter=7, random_state=0).fit(X, y).n_iter_ == 7
+
+
+def test_n_jobs_trains_the_classes_in_threads_to_the_same_model(monkeypatch):
+    import threading
+
+    from mpisgd import estimator
+
+    X, y = topics()
+    one = SGDClassifier(random_state=0).fit(X, y)
+    threads = set()
+    epoch = estimator._Problem.epoch
+
+    def spy(self, *args):
+        threads.add(threading.get_ident())
+        return epoch(self, *args)
+
+    monkeypatch.setattr(estimator._Problem, "epoch", spy)
+    two = SGDClassifier(random_state=0, n_jobs=2).fit(X, y)
+    assert len(threads) == 2
+    np.testing.assert_array_equal(one.coef_, two.coef_)
+    np.testing.assert_array_equal(one.intercept_, two.intercept_)
+    assert one.n_iter_ == two.n_iter_
+
+
+def test_verbose_prints_scikit_learns_epoch_lines(capsys):
+    import re
+
+    X, y = blobs()
+    SGDClassifier(verbose=1, max_iter=3, tol=None, random_state=0).fit(X, y)
+    out = capsys.readouterr().out
+    assert out.startswith("# Using eta0=")
+    assert out.count("-- Epoch") == 3 and out.count("Total training time:") == 3
+    assert re.search(r"-- Epoch 3\nNorm: \d+\.\d\d, NNZs: 5, Bias: -?\d+\.\d{6}, T: 900, "
+                     r"Avg\. loss: \d+\.\d{6}\nTotal training time: \d+\.\d\d seconds\.", out)
+    clf = SGDClassifier(verbose=1, random_state=0).fit(X, y)
+    assert f"Convergence after {clf.n_iter_} epochs took" in capsys.readouterr().out
+
+
+def test_auto_picks_asgd_for_l2_and_sgd_otherwise():
+    X, y = blobs()
+    for kw, algorithm in [({}, "asgd"), (dict(average=False), "sgd"),
+                          (dict(penalty="l1"), "sgd"), (dict(penalty="elasticnet"), "sgd")]:
+        reg = SGDRegressor(random_state=0, **kw).fit(X, y.astype(float))
+        assert reg.to_model().meta["algorithm"] == algorithm
+    auto = SGDRegressor(penalty="l1", random_state=0).fit(X, y.astype(float))
+    sgd = SGDRegressor(penalty="l1", algorithm="sgd", random_state=0).fit(X, y.astype(float))
+    np.testing.assert_array_equal(auto.coef_, sgd.coef_)
+
+
+def test_eta0_is_calibrated_once_for_all_classes():
+    """One γ0: the one that minimizes the sum of the K classes' sample objectives."""
+    from mpisgd.calibrate import calibrate_eta0
+    from mpisgd.estimator import _csr
+
+    X, y = topics()
+    clf = SGDClassifier(max_iter=1, random_state=0).fit(X, y)
+    assert np.ndim(clf.eta0_) == 0
+    targets = np.where(y[None, :] == clf.classes_[:, None], 1.0, -1.0)
+    order = np.random.RandomState(0).permutation(X.shape[0]).astype(np.int64)
+    eta0, tried = calibrate_eta0(*_csr(X), targets, X.shape[1], order, 0, 0.0, 1e-4, True,
+                                 False, 0.01)
+    assert (eta0, tried) == (clf.eta0_, clf.calibration_)
+    per_class = {calibrate_eta0(*_csr(X), t, X.shape[1], order, 0, 0.0, 1e-4, True, False,
+                                0.01)[0] for t in targets}
+    assert len(per_class) > 1  # the classes alone would disagree
+
+
+def test_digits_accuracy_near_scikit_learns():
+    """Defaults of both (hinge, λ = 1e-4, tol = 1e-3); ours ASGD with a calibrated γ0,
+    theirs 'optimal': test accuracy within 2 points of scikit-learn's, or better."""
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import SGDClassifier as SkClassifier
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
+    ours = np.mean([SGDClassifier(random_state=s).fit(Xtr, ytr).score(Xte, yte)
+                    for s in range(3)])
+    theirs = np.mean([SkClassifier(random_state=s).fit(Xtr, ytr).score(Xte, yte)
+                      for s in range(3)])
+    assert ours >= theirs - 0.02, (ours, theirs)
+
+
+def test_a9a_accuracy_near_scikit_learns():
+    """a9a, the same parameters (hinge, λ = 1e-4, tol = 1e-3, max_iter = 1000): test
+    accuracy within 0.5 points of scikit-learn's, or better."""
+    from helpers.data import real_data
+    from sklearn.linear_model import SGDClassifier as SkClassifier
+
+    from mpisgd.data.libsvm import load_svmlight
+
+    X, y = load_svmlight(real_data("a9a", "a9a.bz2"), n_features=123)
+    Xt, yt = load_svmlight(real_data("a9a", "a9a.t.bz2"), n_features=123)
+    ours = SGDClassifier(random_state=0).fit(X, y).score(Xt, yt)
+    X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)  # theirs: int32
+    theirs = SkClassifier(random_state=0).fit(X, y).score(Xt, yt)
+    assert ours >= theirs - 0.005, (ours, theirs)
