@@ -108,7 +108,7 @@ def test_one_versus_rest_with_sgdqn_and_l1_prints_every_bias_and_nonzeros(tmp_pa
         out = tmp_path / f"{args[1]}.h5"
         assert main(["fit", str(train), "-o", str(out), "--epochs", "2", *args]) == 0
         text = capsys.readouterr().out
-        assert "3 labels, so one-versus-rest: one binary model per class (1, 2, 3)" in text
+        assert "one-versus-rest over 3: 1, 2, 3" in text
         last = [line for line in text.splitlines() if line.startswith("wNorm=")][-1]
         model = LinearModel.load(out)
         assert model.coef.shape == (3, 6)

@@ -4,7 +4,7 @@ error the way Bottou's svmsgd does, then save the model (HDF5)."""
 
 HELP = "train a linear model in one process on a LIBSVM/svmlight file (plain, .gz, .bz2)"
 
-# Classification with K ≥ 3 classes is one-versus-rest (mpisgd.estimator), and says so.
+# Classification with K ≥ 3 classes is one-versus-rest (mpisgd.estimator).
 
 ALGORITHMS = ("auto", "sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd", "sgdqn")
 
@@ -133,8 +133,8 @@ def run(args):
     if classes is not None and len(classes) == 2:
         print(f"#   labels    {classes[0]:g} -> -1, {classes[1]:g} -> +1")
     elif classes is not None:
-        print(f"#   classes   {len(classes)} labels, so one-versus-rest: one binary model per "
-              f"class (" + ", ".join(f"{c:g}" for c in classes) + "), the largest score wins")
+        print(f"#   classes   one-versus-rest over {len(classes)}: "
+              + ", ".join(f"{c:g}" for c in classes))
     resolved = dict(
         loss=cfg["loss"], loss_param=cfg["loss_param"], **{"lambda": cfg["lam"]},
         algorithm=cfg["algorithm"],
