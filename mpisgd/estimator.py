@@ -316,7 +316,6 @@ class _Problem:
 
     def __init__(self, cfg, n_features, eta0, skip, xbar):
         self.cfg = cfg
-        self.eta0 = eta0
         self.xbar = xbar  # x̄ of CASGD, else empty
         if cfg["dekel"]:
             self.variant = dekel.VARIANTS[cfg["algorithm"]]
@@ -346,7 +345,7 @@ class _Problem:
         """Before a fit or partial_fit call: its options, γ0, a fresh stopping state."""
         self.cfg = cfg
         self.eta = eta0  # "adaptive" divides it on a plateau
-        self.best = math.inf  # the best loss sum, or −(the best validation score)
+        self.best = math.inf  # the best objective, or −(the best validation score)
         self.stalled = 0  # epochs in a row without a tol improvement
         self.done = False
         self.n_iter = 0
