@@ -30,7 +30,8 @@ def add_arguments(parser):
     parser.add_argument("--eta0", type=float, default=None,
                         help="initial step γ0 (default: calibrated on 1,000 examples)")
     parser.add_argument("--t0", type=float, default=None,
-                        help="t0 of the 'optimal' schedule (default: scikit-learn's)")
+                        help="t0 of the 'optimal' schedule (default: scikit-learn's, "
+                        "a first step of λ^(-1/4))")
     parser.add_argument("--power-t", type=float, default=0.5, help="power of 'invscaling'")
     parser.add_argument("--penalty", default="l2",  # checked against mpisgd.estimator.PENALTIES
                         help="l2: λ/2‖w‖²; l1: λ‖w‖₁; elasticnet: λ(ρ‖w‖₁ + (1−ρ)/2‖w‖²) "
