@@ -495,3 +495,42 @@ def test_a9a_accuracy_near_scikit_learns():
     X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)  # theirs: int32
     theirs = SkClassifier(random_state=0).fit(X, y).score(Xt, yt)
     assert ours >= theirs - 0.005, (ours, theirs)
+
+
+def test_regressor_early_stopping_on_the_r2_of_the_held_out_rows():
+    from sklearn.metrics import r2_score
+    from sklearn.model_selection import ShuffleSplit
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(500, 5))
+    y = X @ rng.normal(size=5) + rng.normal(scale=2.0, size=500)
+    sw = rng.choice([0.5, 1.0, 2.0], size=500)
+    kw = dict(tol=1e-4, n_iter_no_change=3, random_state=0)
+    reg = SGDRegressor(early_stopping=True, max_iter=100, **kw).fit(X, y, sample_weight=sw)
+    train, val = map(np.sort, next(ShuffleSplit(test_size=0.1, random_state=0).split(X)))
+    assert reg.t_ == reg.n_iter_ * len(train) and reg.n_iter_ < 100
+    best, stalled, stop = -np.inf, 0, None
+    for epochs in range(1, reg.n_iter_ + 1):
+        alone = SGDRegressor(max_iter=epochs, **dict(kw, tol=None))
+        alone.fit(X[train], y[train], sample_weight=sw[train])
+        score = r2_score(y[val], alone.predict(X[val]), sample_weight=sw[val])
+        stalled = stalled + 1 if score < best + 1e-4 else 0
+        best = max(best, score)
+        if stalled >= 3:
+            stop = epochs
+            break
+    assert stop == reg.n_iter_
+    np.testing.assert_array_equal(alone.coef_, reg.coef_)
+
+
+def test_partial_fit_takes_sample_weight():
+    X, y = blobs()
+    sw = np.random.default_rng(2).random(len(y))
+    part = SGDClassifier(random_state=0).partial_fit(X, y, classes=[0, 1], sample_weight=sw)
+    full = SGDClassifier(max_iter=1, tol=None, random_state=0).fit(X, y, sample_weight=sw)
+    np.testing.assert_array_equal(part.coef_, full.coef_)
+    assert not np.array_equal(part.coef_, SGDClassifier(random_state=0).partial_fit(
+        X, y, classes=[0, 1]).coef_)
+    reg = SGDRegressor(random_state=0).partial_fit(X, y.astype(float), sample_weight=sw)
+    np.testing.assert_array_equal(reg.coef_, SGDRegressor(max_iter=1, tol=None, random_state=0)
+                                  .fit(X, y.astype(float), sample_weight=sw).coef_)
