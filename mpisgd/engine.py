@@ -1,8 +1,8 @@
 """The protocol side of a run, one for the MPI runner and the simulator.
 
 Both drive the same loop: learn up to the next stop of the run's
-``Schedule``; at a check point ``check``; at the end ``settle`` the last
-check begun. ``Engine`` holds what the protocol needs for that — the
+``Schedule``; at the pilot's end ``end_pilot``; at a check point ``check``;
+at the end ``settle`` the last check begun. ``Engine`` holds what the protocol needs for that — the
 ``Coordinator``, the check points (``CheckPoints``, or ``NodeCheckPoints``
 with nodes) and the transport they talk to — built here once, so that the
 runner (one rank, ``MPITransport``) and the simulator (k learners,
@@ -29,6 +29,12 @@ class Engine:
         else:
             self.points = CheckPoints(self.coordinator, lagged=lagged)
             transport.steer = self.coordinator.steer if config.budget else None  # --budget: Δ at full syncs
+
+    def end_pilot(self, world, statistics, learner):
+        """--delta auto, after round P on every rank: the pilot's ``statistics``
+        of this side's learners to every rank (``world.pilot_allgather``), and
+        Δ from every learner's (``Coordinator.set_auto_delta``)."""
+        return self.coordinator.set_auto_delta(world.pilot_allgather(statistics), learner)
 
     def check(self, t):
         """The check point after round t (Δ_t of t ≥ 1). Returns the balancing

@@ -276,8 +276,7 @@ class Run:
         """--delta auto, after round P on every rank: the pilot's statistics to
         every rank (an Allgather), and Δ from them (``Coordinator.set_auto_delta``)."""
         if self.pilot is not None and t == self.pilot.end:
-            statistics = self.world.pilot_allgather(self.pilot.statistics()[0])
-            self.coordinator.set_auto_delta(statistics, self.config.learner)
+            self.engine.end_pilot(self.world, self.pilot.statistics()[0], self.config.learner)
             self.pilot = None
 
     def _tell_progress(self, transport, t):

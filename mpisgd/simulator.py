@@ -656,8 +656,6 @@ class Simulation:
             j = min(m, self.pilot.end - self.t)
             lo, hi = round_ptr[0], round_ptr[j]
             self.pilot.add(indptr[lo : hi + 1], data, y[lo:hi], owner[lo:hi])
-            if self.t + j == self.pilot.end:  # Δ is set before any check it applies to (t ≥ P) ...
-                self.coordinator.set_auto_delta(self.pilot.statistics(), self.learner_args)
         done = 0
         while done < m or (self.syncing and self.t == self._next):
             step = m - done
@@ -679,8 +677,8 @@ class Simulation:
                 self.entries += int(indptr[round_ptr[done + step]] - indptr[round_ptr[done]])
                 done += step
                 self.t += step
-                if self.pilot is not None and self.t == self.pilot.end:  # ... and counted at round P, as in MPI
-                    self.world.pilot_allgather(self.pilot.statistics())
+                if self.pilot is not None and self.t == self.pilot.end:  # Δ before any check it applies to (t ≥ P)
+                    self.engine.end_pilot(self.world, self.pilot.statistics(), self.learner_args)
             if self.syncing and self.t == self._next:
                 quiet = self._check()
                 if self.max_period:
