@@ -61,6 +61,8 @@ class Interval:
         kind = "an integer" if self.kind is int else "a number"
         left = "[" if self.closed in ("both", "left") else "("
         right = "]" if self.closed in ("both", "right") else ")"
+        if self.low is None and self.high is None:
+            return kind
         if self.high is None:
             return f"{kind} {'>=' if left == '[' else '>'} {self.low}"
         return f"{kind} in {left}{self.low}, {self.high}{right}"
