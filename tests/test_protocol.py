@@ -571,3 +571,33 @@ def test_train_and_simulate_default_to_the_same_mode(k):
     simulate = build_parser("simulate").parse_args(["simulate", "--synthetic", "disjunction", "--learners", str(k)])
     assert protocol_config(train) == protocol_config(simulate)
     assert protocol_config(train).mode == "async" and protocol_config(train).asynchronous(k)
+
+
+# -- the schedule ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, k, T, every", [
+    (dict(name="dynamic", delta="auto", period=3, pilot_rounds=5, mode="async", pace=7), 3, 40, 10),
+    (dict(name="dynamic", delta=0.5, period=4, node_size=2, node_period=2, mode="sync"), 4, 30, 0),
+    (dict(name="static", period=5), 1, 23, 6),  # a lone learner never stops to check
+    (dict(name="none"), 2, 17, 4),
+])  # fmt: skip
+def test_schedule_stops_at_the_first_event_after_each_round(kwargs, k, T, every):
+    """``Schedule.next_stop`` against the events of every round, enumerated."""
+    from mpisgd.protocol import Schedule
+
+    config = ProtocolConfig(**kwargs)
+    s = Schedule(config, k, T, every)
+    step = config.node_period if config.hierarchical else config.period
+    checks = {t for t in range(1, T + 1) if k > 1 and config.name != "none" and t % step == 0}
+    records = {t for t in range(1, T + 1) if (every and t % every == 0) or t == T}
+    pilot = min(config.pilot_rounds, T) if config.auto else None
+    paces = {t for t in range(1, T + 1) if config.asynchronous(k) and t % config.pace == 0}
+    for t in range(T):
+        assert s.next_stop(t, pilot=False) == min({T} | {u for u in checks | records if u > t})
+        assert s.next_stop(t) == min({T} | {u for u in checks | records | {pilot or T} if u > t})
+        assert s.next_stop(t, protocol=False, pace=True) == min({T} | {u for u in records | paces | {pilot or T}
+                                                                        if u > t})
+    assert {t for t in range(1, T + 1) if s.is_check(t)} == checks
+    assert {t for t in range(1, T + 1) if s.is_record(t)} == records
+    assert {t for t in range(1, T + 1) if s.is_pace(t)} == paces - {T}
