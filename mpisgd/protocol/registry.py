@@ -1,5 +1,6 @@
 """The protocols by name: a new protocol is one class (``Protocol``) and one
-entry here. Nothing outside this package compares a protocol's name."""
+entry here. The runner, the simulator and the transports ask a protocol's class
+(``ProtocolConfig.protocol``), never compare its name."""
 
 from mpisgd.protocol.dynamic import Dynamic
 from mpisgd.protocol.fda import Fda
