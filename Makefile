@@ -67,7 +67,7 @@ clean:
 # Kamp et al. 2014 and beyond, through the simulator (docs/REPRODUCTION.md):
 # results, tables and figures under runs/reproduce.
 reproduce: $(STAMP)
-	NUMBA_NUM_THREADS=1 $(PY) bench/reproduce.py --out runs/reproduce --jobs 2
+	NUMBA_NUM_THREADS=1 $(PY) bench/reproduce/reproduce.py --out runs/reproduce --jobs 2
 
 # Debian's Open MPI and .venv-mpi with mpi4py built against it: the README's
 # "Using a cluster's MPI" lines, as CI runs them (root; a few minutes the first time).

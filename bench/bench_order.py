@@ -1,5 +1,5 @@
 """Does the copy-free "block" order learn as well as the full shuffle? The
-quality check of issue 13: objective and test error after 5 epochs, "block"
+quality check: objective and test error after 5 epochs, "block"
 against "full", over seeds, with the estimator's defaults (γ0 calibrated by
 every fit, as a user gets it).
 

@@ -1,4 +1,4 @@
-"""Summaries and figures of protocol sweeps (``bench/reproduce.py`` results)
+"""Summaries and figures of protocol sweeps (``bench/reproduce/reproduce.py`` results)
 and of single runs (``timeline.csv`` of ``mpisgd train`` / ``simulate``).
 
 A sweep row is one configuration on one stream (experiment, seed); every

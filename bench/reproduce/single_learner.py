@@ -2,8 +2,8 @@
 CASGD, test error and training objective after each epoch, and the time per
 epoch beside Bottou's published RCV1 figures.
 
-    python bench/repro_single.py --out runs/single                 # RCV1-scale synthetic, a9a, w8a
-    python bench/repro_single.py --datasets a9a,w8a --epochs 5
+    python bench/reproduce/single_learner.py --out runs/single                 # RCV1-scale synthetic, a9a, w8a
+    python bench/reproduce/single_learner.py --datasets a9a,w8a --epochs 5
 
 Data: ``mpisgd.data.synthetic.rcv1_like`` (781,265 train / 23,149 test
 documents, 47,152 features, as RCV1 CCAT in Bottou's experiments; its size
@@ -25,7 +25,7 @@ import numpy as np
 
 BOTTOU = {("hinge", 1e-4): ("SGD 1.4 s", "6.02 %"), ("log", 1e-5): ("SGD 2.3 s", "5.66 %")}
 ALGORITHMS = ("sgd", "asgd", "dekel-casgd")
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def load(name, n_train):
@@ -88,7 +88,7 @@ def plot(rows, out):
         path = os.path.join(out, f"single-{name}-{loss}.png")
         fig.savefig(path, dpi=120)
         plt.close(fig)
-        print(f"repro_single: wrote {path}")
+        print(f"single_learner: wrote {path}")
 
 
 def table(rows):
@@ -120,9 +120,9 @@ def main(argv=None):
         start = time.perf_counter()
         data = load(name, args.n_train)
         if data is None:
-            print(f"repro_single: {name} not found under {DATA}, skipped")
+            print(f"single_learner: {name} not found under {DATA}, skipped")
             continue
-        print(f"repro_single: {name} loaded in {time.perf_counter() - start:.1f}s", flush=True)
+        print(f"single_learner: {name} loaded in {time.perf_counter() - start:.1f}s", flush=True)
         for loss, lam in ((("hinge", 1e-4), ("log", 1e-5))):
             rows += run(name, data, loss, lam, args.epochs)
     with open(os.path.join(args.out, "single.json"), "w") as f:
