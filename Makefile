@@ -54,7 +54,7 @@ test-mpi: $(STAMP)
 test-properties: $(STAMP)
 	HYPOTHESIS_PROFILE=ci $(PYTEST) -p no:cacheprovider --durations=0 tests/test_properties.py
 
-# Full-size benchmarks (tens of minutes; results and how to read them in bench/README.md).
+# Full-size benchmarks (tens of minutes; what each measures: bench/README.md; results: docs/RESULTS.md).
 bench: $(STAMP)
 	NUMBA_NUM_THREADS=1 $(PY) bench/bench_kernels.py
 	NUMBA_NUM_THREADS=1 $(PY) bench/bench_data.py
