@@ -25,6 +25,8 @@ import numpy as np
 
 BOTTOU = {("hinge", 1e-4): ("SGD 1.4 s", "6.02 %"), ("log", 1e-5): ("SGD 2.3 s", "5.66 %")}
 ALGORITHMS = ("sgd", "asgd", "dekel-casgd")
+NAMES = {"sgd": "SGD, step γ0/(1 + λγ0·t), γ0 calibrated", "asgd": "ASGD, averaged from the 2nd epoch",
+         "dekel-casgd": "CASGD (Dekel), step 1/(λt)"}
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
@@ -75,16 +77,22 @@ def plot(rows, out):
         for i, algo in enumerate(ALGORITHMS):
             rr = [r for r in pick if r["algorithm"] == algo]
             ep = [r["epoch"] for r in rr]
-            a1.plot(ep, [r["objective"] for r in rr], "o-", color=f"C{i}", label=algo, ms=3)
-            a2.plot(ep, [100 * r["test_error"] for r in rr], "o-", color=f"C{i}", label=algo, ms=3)
+            a1.plot(ep, [r["objective"] for r in rr], "o-", color=f"C{i}", label=NAMES[algo], ms=3)
+            a2.plot(ep, [100 * r["test_error"] for r in rr], "o-", color=f"C{i}", label=NAMES[algo], ms=3)
         a1.set_xlabel("epochs")
-        a1.set_ylabel("training objective F(w, b)")
+        a1.set_ylabel("training objective F(w, b) (log)")
         a1.set_yscale("log")
         a2.set_xlabel("epochs")
         a2.set_ylabel("test error (%)")
-        a1.set_title(f"{name}, {loss}, λ={lam:g}")
-        a2.legend()
-        fig.tight_layout()
+        a1.set_title("Training objective after each epoch", fontsize=9)
+        a2.set_title("Test error after each epoch", fontsize=9)
+        a2.legend(fontsize=7)
+        for ax in (a1, a2):
+            ax.set_xticks(sorted({r["epoch"] for r in pick}))
+            ax.grid(True, lw=0.3, alpha=0.5)
+        fig.suptitle(f"{name}: {loss} loss, λ={lam:g}, one learner, one partial_fit per epoch in a fresh "
+                     "random order", fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 0.94))
         path = os.path.join(out, f"single-{name}-{loss}.png")
         fig.savefig(path, dpi=120)
         plt.close(fig)
