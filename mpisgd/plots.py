@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from mpisgd.protocol import SILENT
+from mpisgd.protocol import HALF_HEDGE_LEARNERS, SILENT
 from mpisgd.wire import dense_nbytes
 
 MODEL_CATEGORIES = ("violation", "balance_reply", "balance_result")  # sparse-or-dense model messages
@@ -112,8 +112,10 @@ def run_label(report):
             delta = f"auto ({report['delta_auto']['delta']:.3g})"
         label = f"dynamic Δ={delta} b={period}"
         hedge = (report.get("protocol") or {}).get("hedge") or p.get("hedge")
-        if hedge and hedge != "auto":
-            label += f", {hedge} hedge"
+        if hedge == "auto":  # simulate reports the option; train the hedge it resolved to
+            k = config.get("ranks") or report.get("k") or 0
+            hedge = "half" if 0 < k <= HALF_HEDGE_LEARNERS else "counter"
+        label += f", {hedge} hedge"
     elif name == "fda":
         label = f"fda Θ={p.get('theta')} b={period}"
     else:

@@ -57,3 +57,19 @@ def test_a_run_without_communication_is_a_level_on_the_bytes_axis(tmp_path, monk
     assert ax.get_title().endswith(run_settings(runs[0]["report"]))
     for fig in drawn:
         close(fig)
+
+
+def test_plot_of_runs_names_them_by_protocol(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    simulate(tmp_path, "d", "--protocol", "dynamic", "--delta", "3", "--period", "2", "--timeline-every", "16")
+    drawn = []
+    monkeypatch.setattr(plt, "close", drawn.append)
+    assert main(["plot", str(tmp_path / "d"), "--out", str(tmp_path / "fig")]) == 0
+    monkeypatch.undo()
+    assert (tmp_path / "fig" / "error-over-rounds.png").stat().st_size > 1000
+    errors, sent = drawn[0].axes
+    assert [line.get_label() for line in errors.get_lines()] == ["dynamic Δ=3.0 b=2, half hedge"]
+    assert sent.get_yscale() == "log" and min(sent.get_lines()[0].get_ydata()) > 0
+    plt.close(drawn[0])
