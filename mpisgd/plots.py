@@ -99,6 +99,9 @@ FAMILIES = {"static": "static: average every b rounds (label: b)",
             "dynamic b=1..8 (adaptive)": "dynamic, adaptive check period 1..8 (label: Δ)"}
 
 
+SINGLE_COLOURS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 3, 5, 7, 9, 11, 13, 15, 17, 19, 1)  # tab20, static's blue left out
+
+
 def run_label(report):
     """A run's protocol and its parameters, from its report.json (train or simulate)."""
     config = report.get("configuration", {})
@@ -221,7 +224,8 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
                          key=lambda k: com[k][0])
         for i, k in enumerate(singles):  # configurations of their own (disjunction-beyond), a marker each
             ax.errorbar(com[k][0], err[k][0], yerr=[[err[k][0] - err[k][1]], [err[k][2] - err[k][0]]],
-                        fmt="*PXDv^<>"[i % 8], color=f"C{(i + 1) % 10}", label=k[2], ms=6, capsize=2, lw=1)
+                        fmt="*PXDv^<>"[i % 8], color=plt.cm.tab20(SINGLE_COLOURS[i % 19]), label=k[2], ms=6,
+                        capsize=2, lw=1)
         for label, color, text in (("none", "k", "none: no communication"),
                                    ("central", "C7", "central: one learner sees every example")):
             k = (experiment, variant, label)
@@ -233,9 +237,14 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
         ax.grid(True, which="major", lw=0.3, alpha=0.5)
     axes[0].set_title(f"Error against {what}")
     axes[1].set_title("The same, relative to static b=8")
-    axes[0].legend(fontsize=7, loc="best")
+    handles, names = axes[0].get_legend_handles_labels()
+    below = len(names) > 6  # many configurations: a legend of its own under the panels
+    if below:
+        fig.legend(handles, names, fontsize=7, loc="lower center", ncol=3, frameon=False)
+    else:
+        axes[0].legend(fontsize=7, loc="best")
     fig.suptitle(f"{experiment}: {_sweep_settings(rows)}", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    fig.tight_layout(rect=(0, 0.03 * math.ceil(len(names) / 3) if below else 0, 1, 0.96))
     _save(fig, path)
     plt.close(fig)
 
@@ -265,9 +274,8 @@ def error_over_rounds(rows, experiment, path, labels, seed=None, variant="defaul
     ax.set_ylabel("cumulative online errors")
     ax2.set_ylabel("cumulative model messages\n(none and central send none)")
     ax2.set_yscale("log")
-    ax2.set_ylim(bottom=1)
     ax2.set_xlabel("round (dotted: the target drifts)")
-    ax.set_title(f"{experiment}, seed {seed}: {_sweep_settings(stream, seeds=False)}", fontsize=9, wrap=True)
+    ax.set_title(f"{experiment}, seed {seed}\n{_sweep_settings(stream, seeds=False)}", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     _save(fig, path)
