@@ -169,10 +169,15 @@ def _sweep_settings(rows, seeds=True):
     r = rows[0]
     learner = r.get("learner", {})
     n = len({x["seed"] for x in rows})
+    eta = learner.get("eta0", 1.0)
+    if learner.get("schedule", "constant") == "invscaling":  # the sweep's rows name what differs from constant
+        power = learner.get("power", 0.5)
+        step = f"step {eta:g}/√t" if power == 0.5 else f"step {eta:g}/t^{power:g}"
+    else:
+        step = f"η={eta:g}"
     return (f"{STREAMS.get(r['stream'], r['stream'])} (n={r['n_features']}, drift {r['drift_prob']:g}), "
             f"k={r['k']} learners × {r['rounds']:,} rounds; {learner.get('loss', '?')} loss, "
-            f"λ={learner.get('lam', 0):g}, η={learner.get('eta0', 0):g}" + (f"; {n} seed{'s' if n != 1 else ''}"
-                                                                          if seeds else ""))
+            f"λ={learner.get('lam', 0):g}, {step}" + (f"; {n} seed{'s' if n != 1 else ''}" if seeds else ""))
 
 
 def _family(label):
