@@ -45,7 +45,8 @@ def arm(grace, rank, directory):
     os.set_blocking(w, False)  # the C handler must never block
     proc = subprocess.Popen([sys.executable, "-I", "-S", os.path.abspath(__file__), str(r), str(os.getpid()),
                              repr(float(grace)), str(rank), os.fspath(directory)],
-                            pass_fds=[r], stdin=subprocess.DEVNULL, start_new_session=True)
+                            pass_fds=[r], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            start_new_session=True)
     os.close(r)
     signal.set_wakeup_fd(w, warn_on_full_buffer=False)
     if _armed is not None:

@@ -72,19 +72,21 @@ def test_rank_killed_by_sigkill_ends_the_job(failing_rank):
 
 def _ranks(mpiexec_pid):
     """{rank: pid} of the Python processes under an mpiexec (hydra: mpiexec,
-    then hydra_pmi_proxy, then the ranks, which carry PMI_RANK)."""
+    then hydra_pmi_proxy, then the ranks, which carry PMI_RANK; a rank's own
+    children, such as its watchdog, inherit it but are not ranks)."""
     ranks, todo = {}, [mpiexec_pid]
     while todo:
         pid = todo.pop()
         try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            rank = next((int(var[9:]) for var in env if var.startswith(b"PMI_RANK=")), None)
+            if rank is not None:
+                ranks[rank] = pid
+                continue
             for task in os.listdir(f"/proc/{pid}/task"):
                 todo += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except (FileNotFoundError, ProcessLookupError):
             continue
-        for var in env:
-            if var.startswith(b"PMI_RANK="):
-                ranks[int(var[9:])] = pid
     return ranks
 
 
