@@ -208,6 +208,7 @@ def test_resume_refuses_another_number_of_ranks(tmp_path, reference):
 
 
 def test_resume_refuses_another_format_version(tmp_path, reference):
+    """Neither checkpoint is intact: every reason is named."""
     import h5py
 
     from mpisgd.checkpoint import FORMAT_VERSION
@@ -216,12 +217,55 @@ def test_resume_refuses_another_format_version(tmp_path, reference):
     rank1 = src / "checkpoints" / "round-500" / "rank-1.h5"
     with h5py.File(rank1, "r+") as f:
         f.attrs["format_version"] = 0
-    text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", src)
-    assert f"{rank1}: format version 0, this mpisgd reads version {FORMAT_VERSION}" in text, text
-    manifest = src / "checkpoints" / "round-500" / "COMPLETE"
+    manifest = src / "checkpoints" / "round-400" / "COMPLETE"
     manifest.write_text(manifest.read_text().replace(f'"format_version": {FORMAT_VERSION}', '"format_version": 99'))
     text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", src)
+    assert f"--resume {src}: no intact checkpoint" in text, text
+    assert f"{rank1}: format version 0, this mpisgd reads version {FORMAT_VERSION}" in text, text
     assert f"{manifest}: format version 99" in text, text
+
+
+def replace_rank_file(directory, rank, source=None, **attrs):
+    """Put ``source`` (a rank file) in place of ``directory``'s rank file,
+    with ``attrs`` changed (and its digests made to match)."""
+    from mpisgd.checkpoint import rank_file, read_rank, write_rank
+
+    arrays, saved = read_rank(source or rank_file(directory, rank))
+    saved.pop("attrs_sha256")
+    write_rank(rank_file(directory, rank), arrays, {**saved, **attrs})
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_rank_file_of_another_round_is_refused_on_every_rank_or_passed_over(tmp_path, reference, n):
+    """round-400's rank-1.h5 copied over round-500's: resuming from round-500
+    by name is refused at once, with the same message on every rank (not a
+    hang, not an MPI error); resuming from the run passes round-500 over,
+    says so, and goes on from round-400 to the uninterrupted run's end."""
+    args = [*SYNTHETIC, *PROTOCOL]
+    if n == RANKS:
+        src, plain = copy_checkpoints(reference, tmp_path), reference / "plain"
+    else:
+        src = plain = tmp_path / "copy"
+        ok(src, *args, "--checkpoint-every", 100, n=n)
+    rounds = src / "checkpoints"
+    shutil.copy(rounds / "round-400" / "rank-1.h5", rounds / "round-500" / "rank-1.h5")
+    text = refused(tmp_path / "new", *args, "--resume", rounds / "round-500", n=n)
+    assert (f"checkpoint {rounds / 'round-500' / 'rank-1.h5'}: of round 400, but {rounds / 'round-500' / 'COMPLETE'} "
+            "is of round 500 (a rank file of another checkpoint)") in text, text
+    out = tmp_path / "resumed"
+    text = ok(out, *args, "--resume", src, n=n)
+    assert f"resuming from {rounds / 'round-400'}, the newest intact checkpoint; passed over: {rounds / 'round-500'}" \
+        in text, text
+    assert json.loads((out / "report.json").read_text())["checkpoints"]["resumed_from"]["round"] == 400
+    assert_same_run(plain, out)
+
+
+def test_a_rank_file_of_another_run_is_refused(tmp_path, reference):
+    src = copy_checkpoints(reference, tmp_path)
+    directory = src / "checkpoints" / "round-500"
+    replace_rank_file(directory, 2, run="0" * 32)  # another run's id, all else the same
+    text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", directory)
+    assert f"checkpoint {directory / 'rank-2.h5'}: of another run than {directory / 'COMPLETE'}" in text, text
 
 
 def test_a_rank_file_with_a_flipped_bit_or_an_altered_attribute_is_refused(tmp_path):
