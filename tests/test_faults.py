@@ -206,3 +206,78 @@ def test_a_failing_assert_on_one_rank_fails_the_mpi_test_run_promptly(tmp_path, 
     else:
         assert "aborting the job" in out, out
     assert seconds < 60, f"{seconds:.1f} s"
+
+
+# -- a rank killed in the middle of a protocol step ---------------------------------------
+
+KILL_DURING = Path(__file__).resolve().parent / "helpers" / "kill_during.py"
+SYNC_RUN = ["--synthetic", "disjunction", "--rounds", 600, "--features", 20, "--seed", 3, "--mode", "sync",
+            "--protocol", "dynamic", "--delta", 0.5, "--period", 2, "--hedge", "counter", "--protocol-seed", 7,
+            "--checkpoint-every", 100, "--quiet"]
+
+
+def intact(out):
+    """The round of the newest complete checkpoint in ``out``, every rank file of it read back."""
+    from mpisgd.checkpoint import candidates, rank_file, read_manifest, read_rank
+
+    newest = candidates(out)[0]
+    manifest = read_manifest(newest)
+    assert [read_rank(rank_file(newest, r))[1]["round"] for r in range(manifest["ranks"])] == \
+        [manifest["round"]] * manifest["ranks"]
+    return manifest["round"]
+
+
+@pytest.mark.parametrize("step, rank, n", [
+    ("balancing", 0, 3), ("balancing", 2, 3),  # balancings need k ≥ 3 (the counter hedge)
+    ("full-sync", 0, 2), ("full-sync", 1, 3),
+    ("checkpoint", 0, 3), ("checkpoint", 1, 2),
+])
+def test_a_rank_killed_during_a_protocol_step_ends_the_job_and_keeps_the_checkpoint(tmp_path, step, rank, n):
+    """SIGKILL of rank 0 or of a follower while it balances, full-syncs or
+    writes a checkpoint (after the one of round 100): the job ends at once,
+    writes no outputs, and its newest complete checkpoint is intact; a
+    checkpoint being written is left incomplete (no manifest) and passed over."""
+    out = tmp_path / "out"
+    rc, text, seconds = run_job(KILL_DURING, rank, step, 100, "train", *SYNC_RUN, "--out", out, n=n)
+    assert rc != 0, text
+    assert "Killed" in text or "signal 9" in text, text
+    assert seconds < PROMPT, f"the job took {seconds:.1f} s to end"
+    assert not (out / "report.json").exists() and not (out / "model.h5").exists()
+    assert intact(out) >= 100
+    if step == "checkpoint":
+        assert intact(out) == 100 and not (out / "checkpoints" / "round-200" / "COMPLETE").exists()
+
+
+# -- the run directory's lock -------------------------------------------------------------
+
+def test_a_second_run_into_a_running_runs_out_is_refused_and_a_dead_runs_lock_taken_over(tmp_path):
+    """Run A trains into OUT; run B into OUT is refused at once, naming A's
+    host and PID, and A goes on; A's rank 0 killed, run C into OUT takes the
+    lock over, says so, and finishes."""
+    import socket
+
+    out = tmp_path / "out"
+    a = launch("-m", "mpisgd", "train", "--synthetic", "disjunction", "--rounds", 10**8, "--out", out, n=2)
+    try:
+        deadline = time.monotonic() + HANG
+        while not ((out / ".lock").exists() and (out / ".lock").read_text()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        holder = _ranks(a.pid)[0]
+        rc, text, seconds = run_job("-m", "mpisgd", "train", "--synthetic", "disjunction", "--rounds", 100,
+                                    "--out", out, n=2)
+        assert rc != 0 and seconds < PROMPT, (rc, seconds, text)
+        assert f"--out {out} is in use by another mpisgd train (host {socket.gethostname()}, PID {holder}, since" \
+            in text, text
+        assert a.poll() is None, "run A ended"
+        os.kill(holder, signal.SIGKILL)
+        rc, text, _seconds = finish(a)
+        assert rc != 0, text
+    finally:
+        if a.poll() is None:
+            os.killpg(a.pid, signal.SIGKILL)
+    rc, text, _seconds = run_job("-m", "mpisgd", "train", "--synthetic", "disjunction", "--rounds", 100, "--quiet",
+                                 "--out", out, n=2)
+    assert rc == 0, text
+    assert f"{out / '.lock'}: taking over the lock of a run that ended without releasing it (host " \
+        f"{socket.gethostname()}, PID {holder}, since" in text, text
+    assert (out / "report.json").exists() and not (out / ".lock").exists()
