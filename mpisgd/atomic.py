@@ -112,5 +112,7 @@ def file_set(directory, names):
             os.replace(os.path.join(staging, name), os.path.join(directory, name))
     except OSError as exc:
         raise write_error(os.path.join(directory, names[-1]), exc) from None
+    except MpisgdError as exc:  # a writer's error names the file it was writing: name its target
+        raise MpisgdError(str(exc).replace(staging, os.fspath(directory))) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
