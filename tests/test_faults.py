@@ -281,3 +281,47 @@ def test_a_second_run_into_a_running_runs_out_is_refused_and_a_dead_runs_lock_ta
     assert f"{out / '.lock'}: taking over the lock of a run that ended without releasing it (host " \
         f"{socket.gethostname()}, PID {holder}, since" in text, text
     assert (out / "report.json").exists() and not (out / ".lock").exists()
+
+
+# -- the stop grace's watchdog --------------------------------------------------------------
+
+STUCK_HOLDING_THE_GIL = """
+import signal
+from mpisgd import watchdog
+signal.signal(signal.SIGTERM, lambda *a: print("the Python handler ran", flush=True))
+watchdog.arm(1.0, 0, "CHECKPOINTS")
+print("stuck", flush=True)
+sum(range(10**12))  # one C call that holds the GIL for hours: no handler, no other thread runs
+"""
+
+
+def test_the_watchdog_ends_a_rank_stuck_in_c_holding_the_gil():
+    """As in mpi4py's object collectives (comm.allreduce) waiting for a
+    stuck rank: the grace is kept all the same, from outside the process."""
+    proc = subprocess.Popen([sys.executable, "-c", STUCK_HOLDING_THE_GIL], cwd=ROOT, env=job_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "stuck\n"
+        time.sleep(0.3)  # into sum()
+        proc.send_signal(signal.SIGTERM)
+        start = time.monotonic()
+        out, err = proc.communicate(timeout=PROMPT)
+    finally:
+        proc.kill()
+    seconds = time.monotonic() - start
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, out, err)
+    assert "the Python handler ran" not in out
+    assert ("mpisgd: rank 0: SIGTERM 1 s ago, and the run has not stopped (a rank stuck or gone?): ending it "
+            "without a checkpoint of the stop; the newest complete checkpoint in CHECKPOINTS is kept") in err
+    assert 1 <= seconds < 1 + 3, f"{seconds:.1f} s"
+
+
+def test_the_watchdog_ends_with_its_rank():
+    proc = subprocess.run([sys.executable, "-c", "from mpisgd import watchdog; watchdog.arm(60, 0, 'X'); "
+                           "print(watchdog._armed[0].pid)"], cwd=ROOT, env=job_env(), capture_output=True,
+                          text=True, timeout=PROMPT)
+    pid = int(proc.stdout)
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
