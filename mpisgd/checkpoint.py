@@ -55,8 +55,8 @@ import re
 import shutil
 import signal
 import sys
-import uuid
 import time
+import uuid
 
 import numpy as np
 
@@ -206,6 +206,9 @@ def read_manifest(directory):
     if version != FORMAT_VERSION:
         raise MpisgdError(f"checkpoint {path}: format version {version}, this mpisgd reads version "
                           f"{FORMAT_VERSION}")
+    missing = [key for key in ("round", "ranks", "run", "configuration") if key not in manifest]
+    if missing:
+        raise MpisgdError(f"checkpoint {path}: unreadable manifest (no {', '.join(missing)})")
     return manifest
 
 

@@ -30,7 +30,7 @@ import time
 
 STOP_SIGNALS = (signal.SIGTERM,)
 
-_armed = None  # (watchdog process, the pipe's write end) of this process
+_armed = None  # (this process's watchdog, the write end of its pipe)
 
 
 def arm(grace, rank, directory):
@@ -48,9 +48,9 @@ def arm(grace, rank, directory):
                             pass_fds=[r], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             start_new_session=True)
     os.close(r)
-    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-    if _armed is not None:
-        os.close(_armed[1])  # the old watchdog reads the end of its pipe and ends
+    previous = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    if _armed is not None and previous == _armed[1]:
+        os.close(previous)  # the old watchdog reads the end of its pipe and ends
     _armed = (proc, w)
 
 

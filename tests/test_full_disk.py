@@ -75,6 +75,7 @@ def test_checkpoint_on_a_full_disk_keeps_the_previous_one(disk):
         assert "round-2" in str(err.value)
     finally:
         signal.signal(signal.SIGTERM, old_handler)
+        os.close(signal.set_wakeup_fd(-1))  # its watchdog ends with its pipe
     directory = os.path.join(disk, "checkpoints")
     assert [t for t, _p in checkpoint.complete(directory)] == [1]
     assert checkpoint.candidates(disk)[0].endswith("round-1")
