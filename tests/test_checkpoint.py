@@ -239,25 +239,28 @@ def replace_rank_file(directory, rank, source=None, **attrs):
 def test_a_rank_file_of_another_round_is_refused_on_every_rank_or_passed_over(tmp_path, reference, n):
     """round-400's rank-1.h5 copied over round-500's: resuming from round-500
     by name is refused at once, with the same message on every rank (not a
-    hang, not an MPI error); resuming from the run passes round-500 over,
-    says so, and goes on from round-400 to the uninterrupted run's end."""
+    hang, not an MPI error); resuming from the run (at 3 ranks) passes
+    round-500 over, says so, and goes on from round-400 to the uninterrupted
+    run's end."""
     args = [*SYNTHETIC, *PROTOCOL]
     if n == RANKS:
-        src, plain = copy_checkpoints(reference, tmp_path), reference / "plain"
+        src = copy_checkpoints(reference, tmp_path)
     else:
-        src = plain = tmp_path / "copy"
+        src = tmp_path / "copy"
         ok(src, *args, "--checkpoint-every", 100, n=n)
     rounds = src / "checkpoints"
     shutil.copy(rounds / "round-400" / "rank-1.h5", rounds / "round-500" / "rank-1.h5")
     text = refused(tmp_path / "new", *args, "--resume", rounds / "round-500", n=n)
     assert (f"checkpoint {rounds / 'round-500' / 'rank-1.h5'}: of round 400, but {rounds / 'round-500' / 'COMPLETE'} "
             "is of round 500 (a rank file of another checkpoint)") in text, text
+    if n != RANKS:
+        return  # the fallback once, at 3 ranks
     out = tmp_path / "resumed"
     text = ok(out, *args, "--resume", src, n=n)
     assert f"resuming from {rounds / 'round-400'}, the newest intact checkpoint; passed over: {rounds / 'round-500'}" \
         in text, text
     assert json.loads((out / "report.json").read_text())["checkpoints"]["resumed_from"]["round"] == 400
-    assert_same_run(plain, out)
+    assert_same_run(reference / "plain", out)
 
 
 def test_a_rank_file_of_another_run_is_refused(tmp_path, reference):
@@ -298,14 +301,12 @@ def test_a_rank_file_with_a_flipped_bit_or_an_altered_attribute_is_refused(tmp_p
 
 
 def test_incomplete_checkpoints(tmp_path, reference):
+    """round-500 incomplete (as if killed while writing it) is passed over
+    for round-400, whose missing rank file is named; with neither complete,
+    both are named. (A resume from the checkpoint before a passed-over one:
+    test_a_rank_file_of_another_round_is_refused_on_every_rank_or_passed_over.)"""
     src = copy_checkpoints(reference, tmp_path)
-    (src / "checkpoints" / "round-500" / "COMPLETE").unlink()  # as if killed while writing round 500
-    out = tmp_path / "resumed"
-    ok(out, *SYNTHETIC, *PROTOCOL, "--resume", src)
-    report = json.loads((out / "report.json").read_text())
-    assert report["checkpoints"]["resumed_from"]["round"] == 400
-    assert_same_run(reference / "plain", out)
-
+    (src / "checkpoints" / "round-500" / "COMPLETE").unlink()
     missing = src / "checkpoints" / "round-400" / "rank-2.h5"
     missing.unlink()
     text = refused(tmp_path / "new", *SYNTHETIC, *PROTOCOL, "--resume", src)

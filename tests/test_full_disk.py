@@ -147,7 +147,7 @@ def test_run_outputs_on_a_full_disk_leave_nothing_that_looks_finished(disk):
     from helpers.env import MPIEXEC, ROOT, job_env
 
     def train(out):
-        cmd = [str(MPIEXEC), "-n", "2", sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", "--synthetic",
+        cmd = [str(MPIEXEC), "-n", "1", sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", "--synthetic",
                "disjunction", "--rounds", "200", "--features", "40000", "--quiet", "--out", out]
         return subprocess.run(cmd, cwd=ROOT, env=job_env(), capture_output=True, text=True, timeout=120)
 
