@@ -176,7 +176,7 @@ def test_train_test_epochs_and_eval(data, tmp_path):
     model = LinearModel.load(out / "model.h5")
     assert model.preprocessing["normalize"] == "l2" and model.meta["classes"] == [0, 1]
     # eval on the raw LIBSVM test file normalizes it and maps its 0/1 labels: the same score
-    from mpisgd.commands.eval import score
+    from mpisgd.evaluation import score
 
     for where in (str(test), str(testshards)):
         again = score(model, where)

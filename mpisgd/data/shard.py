@@ -694,6 +694,7 @@ class Shard:
             "n_features": self.n_features,
             "source": self.attrs.get("source", ""),
             "label_mapping": json.loads(mapping) if mapping else {},
+            "vw_hash_bits": int(self.attrs.get("vw_hash_bits", 0)),
         }
 
     @property
