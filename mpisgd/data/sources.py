@@ -136,6 +136,8 @@ class VWSource(LibsvmSource):
     def __init__(self, path, zero_based="auto", n_features=None, binary=True, hash_bits=0):
         super().__init__(path, zero_based, n_features, binary)
         self.hash_bits = int(hash_bits)
+        if not 0 <= self.hash_bits <= 30:  # 2^b features in int32 indices
+            raise MpisgdError(f"--vw-hash-bits must lie in 0..30, got {hash_bits}")
         if self.hash_bits:
             self.zero_based = True
 
