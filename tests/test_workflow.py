@@ -213,3 +213,113 @@ def test_train_test_shards_of_another_width_fail_before_learning(data, tmp_path)
     assert done.returncode != 0
     assert f"--test {wide}: 9 features, but the training shards have 8" in done.stderr
     assert not (out / "model.h5").exists()
+
+
+def cli(*args):
+    """``python -m mpisgd ARGS`` in a subprocess (one process, no mpiexec)."""
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "mpisgd", *map(str, args)], capture_output=True,
+                          text=True, timeout=180, env=env)
+
+
+def test_prep_refuses_a_non_empty_out_and_overwrite_replaces_only_shards(tmp_path):
+    train = libsvm(tmp_path / "train.svm", 200, seed=0)
+    out = tmp_path / "D"
+    assert cli("prep", train, "--shards", 4, "--out", out).returncode == 0
+    four = sorted(os.listdir(out))
+    done = cli("prep", train, "--shards", 2, "--out", out)
+    assert done.returncode == 2
+    assert f"--out {out} is not empty (train-00000.h5, train-00001.h5, train-00002.h5 ...): " \
+        "pass --overwrite" in done.stderr
+    assert sorted(os.listdir(out)) == four  # untouched
+    done = cli("prep", train, "--shards", 2, "--out", out, "--overwrite")
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(out)) == ["train-00000.h5", "train-00001.h5", "train.json"]  # no stale shard
+    (out / "notes.txt").write_text("mine")
+    done = cli("prep", train, "--shards", 3, "--out", out, "--overwrite")
+    assert done.returncode == 2
+    assert "holds files that are not mpisgd shards (notes.txt)" in done.stderr
+    assert sorted(os.listdir(out)) == ["notes.txt", "train-00000.h5", "train-00001.h5", "train.json"]
+
+
+def test_shard_sets_are_checked_where_they_are_named(tmp_path):
+    """A folder, files and --test go through one resolver: duplicates, shards of two prep runs,
+    a missing shard, several splits and paths that are not shards are refused, naming files."""
+    from mpisgd.data.shardset import resolve_shards
+    from mpisgd.errors import MpisgdError
+
+    train = libsvm(tmp_path / "train.svm", 200, seed=0)
+    for name, k in (("A", 4), ("B", 2)):
+        assert main(["prep", str(train), "--shards", str(k), "--out", str(tmp_path / name)]) == 0
+    a = [str(tmp_path / "A" / f"train-{k:05d}.h5") for k in range(4)]
+    b = [str(tmp_path / "B" / f"train-{k:05d}.h5") for k in range(2)]
+    assert resolve_shards([str(tmp_path / "A")]) == a
+    assert resolve_shards(a[::-1]) == a[::-1]  # files in the order given
+    with pytest.raises(MpisgdError, match=f"SHARD {a[1]} is named twice"):
+        resolve_shards(a + [a[1]])
+    with pytest.raises(MpisgdError, match=r"A/\.\./A/train-00000.h5 is named twice \(also named as "
+                       f"{a[0]}"):
+        resolve_shards(a + [str(tmp_path / "A" / ".." / "A" / "train-00000.h5")])
+    # the issue's stale set: shards 0, 1 of a 2-shard run beside shards 2, 3 of a 4-shard run
+    with pytest.raises(MpisgdError, match="come from different `mpisgd prep` runs"):
+        resolve_shards(b + a[2:])
+    with pytest.raises(MpisgdError, match=r"incomplete shard set: .*train-00000.h5 is one of 4 shards "
+                       r"of its prep run, but shard\(s\) 2, 3 of them are not among the 2 given"):
+        resolve_shards(a[:2])
+    with pytest.raises(MpisgdError, match=f"SHARD {train}: not a shard .*: make shards with `mpisgd prep"):
+        resolve_shards([str(train)])
+    with pytest.raises(MpisgdError, match=r"a folder without shards \(\*\.h5\) \(it holds A, B, train.svm\)"):
+        resolve_shards([str(tmp_path)])
+    # shards without a run id (written before run ids): taken as named, duplicates refused
+    import h5py
+
+    for path in a:
+        with h5py.File(path, "a") as f:
+            del f.attrs["prep_run"]
+    assert resolve_shards(a[:2]) == a[:2]
+    with pytest.raises(MpisgdError, match="is named twice"):
+        resolve_shards(a[:2] + a[:1])
+
+
+def test_train_and_eval_refuse_what_is_not_a_shard_set(data, tmp_path):
+    train, test, shards, _ = data
+    model = tmp_path / "m.h5"
+    assert main(["fit", str(train), "-o", str(model), "--epochs", "1", "--normalize"]) == 0
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "a9a.bz2").write_bytes(b"BZh91AY&SY")
+    for bad, message in ((train, "not a shard (not an HDF5 file; LIBSVM or VW text?): make shards "
+                          "with `mpisgd prep INPUT --out DIR`"),
+                         (tmp_path / "raw", "a folder without shards (*.h5) (it holds a9a.bz2): make "
+                          "shards with `mpisgd prep")):
+        done = cli("train", bad, "--out", tmp_path / "run", "-q")
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    one = sorted(str(p) for p in shards.glob("*.h5"))[0]
+    done = cli("eval", model, one, one)
+    assert done.returncode == 2 and f"{one} is named twice" in done.stderr
+    done = cli("eval", model, one)
+    assert done.returncode == 2 and "incomplete shard set" in done.stderr
+    done = cli("eval", model, shards)  # the folder: the whole set
+    assert done.returncode == 0 and "# data  2 shards" in done.stdout
+
+
+@needs_mpiexec
+def test_train_takes_a_folder_and_refuses_a_stale_set(data, tmp_path):
+    train, _, shards, testshards = data
+    done = mpisgd(2, "train", shards, "--test", testshards, "--out", tmp_path / "run", "-q")
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["online"]["examples"] == 400 and report["heldout"]["examples"] == 200
+    # a stale set: shard 1 replaced by shard 1 of another prep run
+    assert main(["prep", str(train), "--shards", "2", "--normalize", "--out", str(tmp_path / "other")]) == 0
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    os.link(shards / "train-00000.h5", mixed / "train-00000.h5")
+    os.link(tmp_path / "other" / "train-00001.h5", mixed / "train-00001.h5")
+    done = mpisgd(2, "train", mixed, "--out", tmp_path / "run2", "-q")
+    assert done.returncode != 0 and "come from different `mpisgd prep` runs" in done.stderr
+    assert str(mixed / "train-00000.h5") in done.stderr and str(mixed / "train-00001.h5") in done.stderr
+    assert not (tmp_path / "run2" / "model.h5").exists()
+    paths = sorted(shards.glob("*.h5"))
+    done = mpisgd(2, "train", *paths, paths[0], "--out", tmp_path / "run3", "-q")
+    assert done.returncode != 0 and f"SHARD {paths[0]} is named twice" in done.stderr
