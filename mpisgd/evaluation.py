@@ -57,8 +57,11 @@ def check_test_set(path, preprocessing, option="--test"):
                     raise MpisgdError(f"{option} {shard_path}: {shard.n_features} features, but the "
                                       f"training shards have {n_features}")
         return
-    _, y = load_text(found, n_features, _zero_based(preprocessing),
-                     preprocessing.get("vw_hash_bits", 0), stop=PEEK_BYTES)
+    try:
+        _, y = load_text(found, n_features, _zero_based(preprocessing),
+                         preprocessing.get("vw_hash_bits", 0), stop=PEEK_BYTES)
+    except MpisgdError as exc:  # it names the file (and line): say which option gave it
+        raise MpisgdError(f"{option} {exc}") from None
     mapping = preprocessing.get("label_mapping") or {}
     if mapping:
         known = np.array([float(k) for k in mapping])

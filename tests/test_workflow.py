@@ -323,3 +323,126 @@ def test_train_takes_a_folder_and_refuses_a_stale_set(data, tmp_path):
     paths = sorted(shards.glob("*.h5"))
     done = mpisgd(2, "train", *paths, paths[0], "--out", tmp_path / "run3", "-q")
     assert done.returncode != 0 and f"SHARD {paths[0]} is named twice" in done.stderr
+
+
+def test_predict_writes_labels_and_scores_and_load_model_preprocesses(data, tmp_path):
+    import mpisgd
+    from mpisgd.data.libsvm import load_svmlight
+
+    train, test, _, testshards = data
+    model_path = tmp_path / "m.h5"
+    assert main(["fit", str(train), "--normalize", "--epochs", "3", "-o", str(model_path)]) == 0
+    out = tmp_path / "p.csv"
+    done = cli("predict", model_path, test, "-o", out)
+    assert done.returncode == 0, done.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0] == "label,score" and len(lines) == 201
+    labels = np.array([float(line.split(",")[0]) for line in lines[1:]])
+    scores = np.array([float(line.split(",")[1]) for line in lines[1:]])
+    # load_model's predict takes the file's rows as they are and normalizes them itself
+    model = mpisgd.load_model(model_path)
+    X, y = load_svmlight(test, n_features=8)
+    np.testing.assert_allclose(scores, model.decision_function(X), rtol=1e-12, atol=1e-15)
+    assert np.array_equal(labels, model.predict(X)) and set(labels) <= {0.0, 1.0}
+    assert np.array_equal(labels, np.where(scores > 0, 1.0, 0.0))
+    evaluated = float(cli("eval", model_path, test).stdout.split("error=")[1].split("%")[0])
+    assert 100 * np.mean(model.predict(X) != y) == pytest.approx(evaluated, abs=0.005)
+    # the rows as given would score differently: the preprocessing is what makes the difference
+    raw = model.decision_function(X, preprocessed=True)
+    assert not np.allclose(raw, scores)
+    # the same rows from the test shards, and the refusal to replace the output
+    done = cli("predict", model_path, testshards, "-o", out)
+    assert done.returncode == 2 and "already exists" in done.stderr
+    assert cli("predict", model_path, testshards, "-o", out, "--overwrite").returncode == 0
+    again = np.array([float(line.split(",")[1]) for line in out.read_text().splitlines()[1:]])
+    np.testing.assert_allclose(again, scores, rtol=1e-6, atol=1e-9)  # float64 shards, prep's normalization
+
+
+def test_predict_one_versus_rest_and_regression(tmp_path):
+    rng = np.random.default_rng(1)
+    rows = [(c, np.sort(10 * c + rng.choice(10, 3, replace=False))) for c in rng.integers(0, 3, 90)]
+    multi = tmp_path / "multi.svm"
+    multi.write_text("".join(f"{c + 1} " + " ".join(f"{j + 1}:1" for j in cols) + "\n" for c, cols in rows))
+    assert main(["fit", str(multi), "--epochs", "3", "-o", str(tmp_path / "m.h5")]) == 0
+    assert cli("predict", tmp_path / "m.h5", multi, "-o", tmp_path / "m.csv").returncode == 0
+    lines = (tmp_path / "m.csv").read_text().splitlines()
+    assert lines[0] == "label,score_1,score_2,score_3" and len(lines) == 91
+    first = [float(v) for v in lines[1].split(",")]
+    assert first[0] == 1 + int(np.argmax(first[1:]))
+    reg = tmp_path / "reg.svm"
+    reg.write_text("".join(f"{c + 0.5} " + " ".join(f"{j + 1}:1" for j in cols) + "\n" for c, cols in rows))
+    assert main(["fit", str(reg), "--loss", "squared", "--epochs", "2", "-o", str(tmp_path / "r.h5")]) == 0
+    done = cli("predict", tmp_path / "r.h5", reg, "-o", "-")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and lines[0] == "score" and len(lines) == 91
+    float(lines[1])
+
+
+def vw(path, m, seed):
+    """VW text with named features: the label follows 'good' words."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(30)]
+    lines = []
+    for _ in range(m):
+        chosen = rng.choice(30, 4, replace=False)
+        label = 1 if np.sum(chosen < 15) >= 2 else -1
+        lines.append(f"{label} |words " + " ".join(f"{words[j]}:{rng.uniform(0.5, 2):.3f}" for j in chosen))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_vw_text_in_fit_eval_predict_with_the_hashing_of_prep(tmp_path):
+    train, test = vw(tmp_path / "train.vw", 400, 0), vw(tmp_path / "test.vw", 100, 1)
+    model = tmp_path / "m.h5"
+    done = cli("fit", train, "-o", model)
+    assert done.returncode == 2
+    assert "train.vw:1: non-numeric feature index" in done.stderr and "--vw-hash-bits B" in done.stderr
+    done = cli("fit", train, "--test", test, "--vw-hash-bits", 10, "--epochs", 3, "-o", model)
+    assert done.returncode == 0, done.stderr
+    fit_error = done.stdout.strip().splitlines()[-2].split("testError=")[1][:-2]
+    m = LinearModel.load(model)
+    assert m.n_features == 1024 and m.preprocessing["vw_hash_bits"] == 10
+    done = cli("eval", model, test)
+    assert done.returncode == 0 and f"error={fit_error}%" in done.stdout, (done.stdout, fit_error)
+    # prep hashes the same way: the test shards score the same
+    assert main(["prep", str(test), "--vw-hash-bits", "10", "--out", str(tmp_path / "T")]) == 0
+    done = cli("eval", model, tmp_path / "T")
+    assert done.returncode == 0 and f"error={fit_error}%" in done.stdout
+    done = cli("predict", model, test, "-o", "-")
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 101
+
+
+@needs_mpiexec
+def test_train_test_vw_is_hashed_like_the_shards_and_checked_before_learning(tmp_path):
+    train, test = vw(tmp_path / "train.vw", 400, 0), vw(tmp_path / "test.vw", 100, 1)
+    assert main(["prep", str(train), "--vw-hash-bits", "10", "--shards", "2", "--out", str(tmp_path / "S")]) == 0
+    assert main(["prep", str(test), "--vw-hash-bits", "10", "--out", str(tmp_path / "T")]) == 0
+    out = tmp_path / "run"
+    done = mpisgd(2, "train", tmp_path / "S", "--test", test, "--out", out, "--epochs", 3, "-q")
+    assert done.returncode == 0, done.stderr
+    heldout = json.loads((out / "report.json").read_text())["heldout"]
+    model = LinearModel.load(out / "model.h5")
+    assert model.preprocessing["vw_hash_bits"] == 10 and heldout["examples"] == 100
+    from mpisgd.evaluation import score
+
+    assert score(model, str(tmp_path / "T"))["error"] == heldout["error"] < 0.3
+    bad = tmp_path / "bad.vw"
+    bad.write_text("1 |f w1:1\n-1 w2:1\n")
+    for path, message in ((bad, f"--test {bad}:2: missing '|'"),
+                          (tmp_path / "none.vw", f"--test {tmp_path / 'none.vw'}: no such file")):
+        done = mpisgd(2, "train", tmp_path / "S", "--test", path, "--out", tmp_path / "run2")
+        assert done.returncode != 0 and message in done.stderr, done.stderr
+        assert "rounds" not in done.stderr and not (tmp_path / "run2" / "model.h5").exists()
+
+
+def test_multiclass_rule_fit_one_versus_rest_prep_says_why_shards_are_binary(tmp_path):
+    three = tmp_path / "three.svm"
+    three.write_text("".join(f"{c} {c}:1 {c + 3}:0.5\n" for c in (1, 2, 3) * 20))
+    done = cli("fit", three, "--epochs", 2, "-o", tmp_path / "m.h5")
+    assert done.returncode == 0 and "one-versus-rest over 3: 1, 2, 3" in done.stdout
+    done = cli("prep", three, "--out", tmp_path / "S")
+    assert done.returncode == 2
+    assert "three.svm:2: label is not a binary class (expected -1/+1, or 0/1) ('2'); shards hold one " \
+        "binary task, as `mpisgd train` learns one linear model: train 3 or more classes " \
+        "one-versus-rest in one process with `mpisgd fit`" in done.stderr, done.stderr
+    assert not (tmp_path / "S").exists()
