@@ -127,7 +127,7 @@ def test_predict_takes_rows_as_the_file_holds_them(tmp_path):
 
     m = LinearModel(np.array([1.0, -2.0, 0.5]), -0.1, "hinge", {"lambda": 0.1},
                     {"normalize": "l2", "n_features": 3})
-    X = sp.csr_matrix(np.array([[30.0, 0.0, 40.0], [0.0, 0.5, 0.0], [3.0, 1.0, 0.0]]))
+    X = sp.csr_matrix(np.array([[30.0, 0.0, 40.0], [0.0, 0.5, 0.0], [0.05, 0.0, 0.0]]))
     y = np.array([1.0, -1.0, -1.0])
     Xn = normalize_rows(X)
     np.testing.assert_allclose(m.decision_function(X), Xn @ m.coef - 0.1, rtol=1e-15)
