@@ -799,7 +799,7 @@ def _file_key(path):
 def preprocessing_of(paths):
     """The preprocessing record shared by the shards ``paths``; shards that were
     preprocessed differently (normalization, index base, n_features, label
-    mapping) are an error naming two of them."""
+    mapping, VW hashing) are an error naming two of them."""
     first = first_path = None
     sources = []
     for path in paths:
