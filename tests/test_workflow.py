@@ -1,6 +1,8 @@
 """From raw data to a scored model: prep records its preprocessing, train and fit
-copy it into model.h5, eval applies it to shards, a shard directory or LIBSVM;
-train --test / --epochs; a run is never replaced by accident."""
+copy it into model.h5, eval and predict apply it to shards, a shard folder, LIBSVM
+or VW text; train --test / --epochs; a run is never replaced by accident; prep
+writes into an empty --out, and a shard set mixed from two prep runs, a shard
+named twice or missing are refused; the one rule for multiclass files."""
 
 import json
 import os
