@@ -270,7 +270,12 @@ def test_shard_sets_are_checked_where_they_are_named(tmp_path):
         resolve_shards(a[:2])
     with pytest.raises(MpisgdError, match=f"SHARD {train}: not a shard .*: make shards with `mpisgd prep"):
         resolve_shards([str(train)])
-    with pytest.raises(MpisgdError, match=r"a folder without shards \(\*\.h5\) \(it holds A, B, train.svm\)"):
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "train.svm").write_bytes(train.read_bytes())
+    with pytest.raises(MpisgdError, match=r"raw: a folder without shards \(\*\.h5\) \(it holds train.svm\)"):
+        resolve_shards([str(tmp_path / "raw")])
+    with pytest.raises(MpisgdError, match=r"a folder without shards \(\*\.h5\) of its own: give one of "
+                       r"its folders of shards \(A, B\)"):
         resolve_shards([str(tmp_path)])
     # shards without a run id (written before run ids): taken as named, duplicates refused
     import h5py

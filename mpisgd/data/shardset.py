@@ -44,6 +44,11 @@ def _listing(folder):
         raise MpisgdError(f"{folder}: cannot list the folder ({exc.strerror or exc})") from None
     found = [os.path.join(folder, n) for n in names if n.endswith(".h5") and not n.startswith(".")]
     if not found:
+        nested = [n for n in names if not n.startswith(".") and os.path.isdir(os.path.join(folder, n))
+                  and any(m.endswith(".h5") for m in os.listdir(os.path.join(folder, n)))]
+        if nested:
+            raise MpisgdError(f"{folder}: a folder without shards (*.h5) of its own: give one of its "
+                              f"folders of shards ({', '.join(nested)})")
         held = [n for n in names if not n.startswith(".")]
         what = f" (it holds {', '.join(held[:3])}{' ...' if len(held) > 3 else ''})" if held else " (it is empty)"
         raise MpisgdError(f"{folder}: a folder without shards (*.h5){what}: {PREP_HINT}")
