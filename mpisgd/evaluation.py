@@ -17,7 +17,7 @@ from mpisgd.errors import MpisgdError
 PEEK_BYTES = 1 << 16  # the first lines of a text file that a check parses
 
 
-def test_set(paths, option="test set"):
+def which_test_set(paths, option="test set"):
     """("text", path) when ``paths`` is one file that is not HDF5, else
     ("shards", the checked shard files)."""
     from mpisgd.data.shardset import is_hdf5, resolve_shards
@@ -48,7 +48,7 @@ def check_test_set(path, preprocessing, option="--test"):
     from mpisgd.data.shard import open_shard
     from mpisgd.data.sources import load_text
 
-    kind, found = test_set([path], option)
+    kind, found = which_test_set([path], option)
     n_features = preprocessing.get("n_features")
     if kind == "shards":
         for shard_path in found:
@@ -115,7 +115,7 @@ def read_test_set(paths, model, zero_based="model", option="test set"):
     True or False."""
     from mpisgd.data.sources import load_text
 
-    kind, found = test_set(paths, option)
+    kind, found = which_test_set(paths, option)
     if kind == "shards":
         X, y = _read_shards(found, model)
         where = found[0] if len(found) == 1 else f"{len(found)} shards ({found[0]} ...)"
