@@ -111,24 +111,18 @@ def _holder(text):
 
 def start_train_run(out, overwrite, shards=(), test=None):
     """Rank 0 before ``mpisgd train`` learns, holding out's ``RunLock``:
-    refuse an ``out`` holding a finished run (unless ``overwrite``), a
-    ``test`` path that does not exist, and shards preprocessed differently,
-    test shards of another width; remove what an unfinished run left of its
-    outputs (``file_set``'s staging directories). Returns the shards'
+    refuse an ``out`` holding a finished run (unless ``overwrite``), shards
+    preprocessed differently, and a ``test`` set that is not one for them
+    (``evaluation.check_test_set``); remove what an unfinished run left of
+    its outputs (``file_set``'s staging directories). Returns the shards'
     preprocessing record."""
-    from mpisgd.commands.eval import check_test_paths, shard_paths
-    from mpisgd.data.shard import open_shard, preprocessing_of
+    from mpisgd.data.shard import preprocessing_of
+    from mpisgd.evaluation import check_test_set
 
     refuse_to_replace(out, overwrite, files=(TRAIN_PROOF,), allow="--overwrite (or --resume)")
-    if test is not None:
-        check_test_paths([test])
     preprocessing = preprocessing_of(shards)
-    if test is not None and shards:
-        for path in shard_paths([test]) or []:  # None: a LIBSVM file, checked as it is read
-            with open_shard(path) as shard:
-                if shard.n_features != preprocessing["n_features"]:
-                    raise MpisgdError(f"--test {path}: {shard.n_features} features, but the "
-                                      f"training shards have {preprocessing['n_features']}")
+    if test is not None:
+        check_test_set(test, preprocessing)
     for name in os.listdir(out):
         if name.startswith(STAGING):
             shutil.rmtree(os.path.join(out, name), ignore_errors=True)
@@ -140,7 +134,7 @@ def complete_train_run(model, report, preprocessing, test=None):
     the shards' ``preprocessing`` record into the final ``model`` (their
     label mapping becomes the model's classes) and score it on ``test``
     (report["heldout"]: examples, loss, error, cost, data)."""
-    from mpisgd.commands.eval import score
+    from mpisgd.evaluation import score
 
     if preprocessing:
         model.preprocessing = dict(preprocessing)
@@ -149,7 +143,7 @@ def complete_train_run(model, report, preprocessing, test=None):
             back = {int(v): k for k, v in mapping.items()}
             model.meta["classes"] = [_number(back[-1]), _number(back[1])]
     if test is not None:
-        report["heldout"] = score(model, test)
+        report["heldout"] = score(model, test, option="--test")
 
 
 def _number(text):

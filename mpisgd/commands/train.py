@@ -20,7 +20,7 @@ SYNTHETIC = ("disjunction", "neuralnet", "linear", "rcv1")
 
 def add_arguments(parser):
     parser.add_argument("shards", nargs="*", metavar="SHARD",
-                        help="HDF5 shards (mpisgd prep); each rank streams a contiguous block of them")
+                        help="HDF5 shards (mpisgd prep) or their folder; each rank streams a contiguous block of them")
     g = parser.add_argument_group("built-in data (instead of shards)")
     g.add_argument("--synthetic", choices=SYNTHETIC, default=None,
                    help="generate each rank's rows in memory from a seeded stream (rank l is learner l)")
@@ -68,7 +68,7 @@ def add_arguments(parser):
                    help="checkpoint when S seconds have passed since the last one, checked every "
                         "--poll-rows rounds (default 0: off)")
     g.add_argument("--resume", metavar="DIR", default=None,
-                   help="go on from the newest complete checkpoint in DIR (a run's --out, its "
+                   help="go on from the newest intact checkpoint in DIR (a run's --out, its "
                         "checkpoints/ or one round-<t>/ directory); the configuration must be the same")
     g.add_argument("--stop-grace", type=float, default=None, metavar="S",
                    help="with checkpoints, after SIGTERM: end at once, without a checkpoint, if the run "
@@ -233,6 +233,10 @@ def _run(args):
         if rank != 0:  # the same arguments fail on rank 0, which reports the error and aborts the job
             comm.Barrier()
         raise
+    if args.shards and not args.synthetic:  # files and folders to one checked shard set, on every rank
+        from mpisgd.data.shardset import resolve_shards
+
+        args.shards = resolve_shards(args.shards, comm=comm)
     if rank == 0:
         _check_out_dir(args.out)
         preprocessing = rundir.start_train_run(args.out, args.overwrite or args.resume, args.shards, args.test)
