@@ -9,6 +9,7 @@ report.json last (``mpisgd.atomic.file_set``): report.json is the proof of
 a finished run, and only it makes a later run into the same --out ask for
 --overwrite (or --resume)."""
 
+import errno
 import fcntl
 import json
 import os
@@ -55,6 +56,8 @@ class RunLock:
         try:
             os.makedirs(self.out, exist_ok=True)
             self.fd = self._lock()
+            if self.fd is None:
+                return
             previous = os.read(self.fd, 4096)
             os.ftruncate(self.fd, 0)
             os.pwrite(self.fd, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
@@ -67,16 +70,24 @@ class RunLock:
 
     def _lock(self):
         """A descriptor of the lock file, locked; the file it names now (a
-        holder releasing meanwhile unlinks the one it locked)."""
+        holder releasing meanwhile unlinks the one it locked). None where the
+        file system has no locks (said on the console: the run goes on)."""
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            except OSError as exc:
+                held = exc.errno in (errno.EACCES, errno.EAGAIN)
                 holder = _holder(os.read(fd, 4096))
                 os.close(fd)
-                raise MpisgdError(f"--out {self.out} is in use by another mpisgd train ({holder}): wait for it "
-                                  "to end, or choose another --out") from None
+                if held:
+                    raise MpisgdError(f"--out {self.out} is in use by another mpisgd train ({holder}): wait for "
+                                      "it to end, or choose another --out") from None
+                os.unlink(self.path)
+                print(f"mpisgd train: --out {self.out}: cannot lock {self.path} ({exc.strerror}): going on "
+                      "without a lock, so nothing stops another run from using the same --out",
+                      file=sys.stderr, flush=True)
+                return None
             try:
                 if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
                     return fd
@@ -85,8 +96,9 @@ class RunLock:
             os.close(fd)
 
     def release(self):
-        os.unlink(self.path)
-        os.close(self.fd)
+        if self.fd is not None:
+            os.unlink(self.path)
+            os.close(self.fd)
         if self.created:
             try:
                 os.rmdir(self.out)

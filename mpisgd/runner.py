@@ -118,7 +118,7 @@ class Run:
     and ``after(t, run, members)`` are called around every check point on
     every rank (members: the balancing set, on rank 0; else None).
     ``checkpointer``: a ``mpisgd.checkpoint.Checkpointer`` (either mode);
-    ``resume``: a directory to resume from (``checkpoint.newest``), checked
+    ``resume``: a directory to resume from (``checkpoint.choose``), checked
     against ``fingerprint`` (``checkpoint.fingerprint``).
     """
 

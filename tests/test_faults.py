@@ -300,3 +300,21 @@ def test_the_watchdog_ends_with_its_rank():
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_on_a_file_system_without_locks_the_run_goes_on_and_says_so(tmp_path, monkeypatch, capsys):
+    import errno
+    import fcntl
+
+    from mpisgd.rundir import RunLock
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "lockf", no_locks)
+    (tmp_path / "out").mkdir()
+    with RunLock(tmp_path / "out"):
+        assert not (tmp_path / "out" / ".lock").exists()
+    assert (f"--out {tmp_path / 'out'}: cannot lock {tmp_path / 'out' / '.lock'} (No locks available): going on "
+            "without a lock") in capsys.readouterr().err
+    assert (tmp_path / "out").is_dir()
