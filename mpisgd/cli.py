@@ -18,7 +18,7 @@ import time
 
 from mpisgd.errors import MpisgdError
 
-COMMANDS = ("fit", "eval", "prep", "train", "simulate", "compare", "plot", "demo")
+COMMANDS = ("fit", "eval", "predict", "prep", "train", "simulate", "compare", "plot", "demo")
 
 
 class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -20,7 +20,7 @@ SYNTHETIC = ("disjunction", "neuralnet", "linear", "rcv1")
 
 def add_arguments(parser):
     parser.add_argument("shards", nargs="*", metavar="SHARD",
-                        help="HDF5 shards (mpisgd prep); each rank streams a contiguous block of them")
+                        help="HDF5 shards (mpisgd prep) or their folder; each rank streams a contiguous block of them")
     g = parser.add_argument_group("built-in data (instead of shards)")
     g.add_argument("--synthetic", choices=SYNTHETIC, default=None,
                    help="generate each rank's rows in memory from a seeded stream (rank l is learner l)")
@@ -68,11 +68,11 @@ def add_arguments(parser):
                    help="checkpoint when S seconds have passed since the last one, checked every "
                         "--poll-rows rounds (default 0: off)")
     g.add_argument("--resume", metavar="DIR", default=None,
-                   help="go on from the newest complete checkpoint in DIR (a run's --out, its "
+                   help="go on from the newest intact checkpoint in DIR (a run's --out, its "
                         "checkpoints/ or one round-<t>/ directory); the configuration must be the same")
     g.add_argument("--stop-grace", type=float, default=None, metavar="S",
-                   help="with checkpoints, after SIGTERM: end at once, without a checkpoint, if the ranks "
-                        "have not agreed to stop within S seconds (a rank stuck or gone; default 120)")
+                   help="with checkpoints, after SIGTERM: end at once, without a checkpoint, if the run "
+                        "has not stopped within S seconds (a rank stuck or gone; default 120)")
 
 
 def _sources(args, size, rank, central):
@@ -205,6 +205,17 @@ def summary_lines(report):
 
 
 def run(args):
+    from mpi4py import MPI
+
+    from mpisgd import rundir
+
+    if MPI.COMM_WORLD.Get_rank() != 0:
+        return _run(args)
+    with rundir.RunLock(args.out):  # rank 0 holds --out for the run's life
+        return _run(args)
+
+
+def _run(args):
     import json
     import sys
 
@@ -222,6 +233,10 @@ def run(args):
         if rank != 0:  # the same arguments fail on rank 0, which reports the error and aborts the job
             comm.Barrier()
         raise
+    if args.shards and not args.synthetic:  # files and folders to one checked shard set, on every rank
+        from mpisgd.data.shardset import resolve_shards
+
+        args.shards = resolve_shards(args.shards, comm=comm)
     if rank == 0:
         _check_out_dir(args.out)
         preprocessing = rundir.start_train_run(args.out, args.overwrite or args.resume, args.shards, args.test)
@@ -255,9 +270,9 @@ def run(args):
 
     run, report = train(comm, source, config, out_dir=args.out, progress=progress,
                         extra={"data": data, "argv": sys.argv[1:]}, checkpointer=checkpointer,
-                        resume=args.resume, fingerprint=fingerprint)
-    if rank == 0:
-        rundir.complete_train_run(args.out, report, preprocessing, args.test)
+                        resume=args.resume, fingerprint=fingerprint,
+                        complete=lambda model, report: rundir.complete_train_run(model, report, preprocessing,
+                                                                                 args.test))
     if rank == 0 and not args.quiet:
         if run.resumed is not None:
             print(f"mpisgd train: resumed from {run.resumed[0]} (round {run.resumed[1]})")

@@ -36,7 +36,7 @@ FORMAT_VERSION = 1
 CHUNK = 1 << 16  # elements per HDF5 chunk of indices/data (compressed layout)
 CHUNK_ROWS = 1 << 14  # elements per HDF5 chunk of indptr/labels (compressed layout)
 SEGMENT = 1 << 20  # bytes per checksum segment (contiguous layout)
-# Chosen by bench/bench_data.py: see bench/README.md, section "Data".
+# Chosen by bench/bench_data.py --sections compression,read.
 DEFAULT_COMPRESSION = "none"
 COMPRESSIONS = ("none", "lzf", "gzip")
 REQUIRED = ("format", "format_version", "n_rows", "n_features", "nnz")
@@ -694,6 +694,7 @@ class Shard:
             "n_features": self.n_features,
             "source": self.attrs.get("source", ""),
             "label_mapping": json.loads(mapping) if mapping else {},
+            "vw_hash_bits": int(self.attrs.get("vw_hash_bits", 0)),
         }
 
     @property
@@ -798,7 +799,7 @@ def _file_key(path):
 def preprocessing_of(paths):
     """The preprocessing record shared by the shards ``paths``; shards that were
     preprocessed differently (normalization, index base, n_features, label
-    mapping) are an error naming two of them."""
+    mapping, VW hashing) are an error naming two of them."""
     first = first_path = None
     sources = []
     for path in paths:
