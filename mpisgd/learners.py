@@ -138,6 +138,20 @@ class OnlineLearners:
         self.RX = np.zeros(int(directions))
         self.encoded = np.zeros(k, dtype=np.int64)  # compressed messages and full syncs of each learner so far
         self.first_id = 0  # learner 0's id in the run (an MPI rank's learner is learner `rank`): keys its draws
+        self._touched = None  # with track_touched: (marks, touched, count) of the coordinates v may be non-zero on
+
+    def track_touched(self):
+        """Keep, for the one learner, the coordinates its v may be non-zero on
+        since r last changed (every feature index of the rows it learned), so
+        that a full sync gathers and clears v in O(touched), not O(n). A model
+        taken from outside (``set_models``, ``load_state_dict``) may be non-zero
+        anywhere: until the next change of r, v is read in full."""
+        if self.k != 1:
+            raise MpisgdError(f"track_touched: one learner's coordinates, not {self.k} learners'")
+        n = self.n_features
+        marks = np.zeros(-(-n // 8) * 8, dtype=np.uint8)  # read 8 at a time (gather_touched)
+        self._touched = (marks, np.empty(n, dtype=np.int32), np.zeros(1, dtype=np.int64))
+        self._touched[2][0] = -1 if np.any(self.V) else 0  # -1: anywhere
 
     def warm_up(self):
         """Load every kernel a rank calls (numba compiles or reads its cache on
@@ -160,14 +174,20 @@ class OnlineLearners:
         scratch.set_reference_sum(scratch.sync_parts([0])[0][0], 1)
         wire.sum_blocks(wire.encode_block(1.0, 0.0, z[:1], 1), 1, 1)  # a full sync's pairs exchange
         scratch.sync_pairs(0, np.empty(1), np.empty(1, np.int32))
+        scratch.track_touched()  # its kernels, for rows read from a shard (read-only) and generated ones
+        scratch.learn(indptr, indices, data, y, owner)
+        scratch.learn(np.array([0, 1]), np.zeros(1, np.int32), np.ones(1), np.ones(1), owner)
+        scratch.sync_pairs(0, np.empty(1), np.empty(1, np.int32))
+        scratch.set_reference(z)
 
     # -- learning -----------------------------------------------------------
 
     def learn(self, indptr, indices, data, y, owner):
         """Rows in order: predict with learner owner[i], charge, then learn."""
         y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
-        status, row, _, _ = online.learn_rows(*self._rows(indptr, indices, data, y, owner), *_NO_CHECKS,
-                                              *self._state(), self.R, self.r_bias, self._dist)
+        rows = self._rows(indptr, indices, data, y, owner)
+        status, row, _, _ = online.learn_rows(*rows, *_NO_CHECKS, *self._state(), self.R, self.r_bias, self._dist)
+        self._mark(rows)
         self._raise_on(status, row, y, owner)
 
     def learn_until_violation(self, indptr, indices, data, y, owner, check_end, threshold):
@@ -178,10 +198,12 @@ class OnlineLearners:
         check_end[checks − 1] if violated, else all of them."""
         y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
         check_end = np.asarray(check_end, dtype=np.int64)
+        rows = self._rows(indptr, indices, data, y, owner)
         status, row, checks, violated = online.learn_rows(
-            *self._rows(indptr, indices, data, y, owner), check_end, np.full(check_end.shape, threshold, np.float64),
+            *rows, check_end, np.full(check_end.shape, threshold, np.float64),
             *self._state(), self.R, self.r_bias, self._dist,
         )  # fmt: skip
+        self._mark(rows)
         self._raise_on(status, row, y, owner)
         return int(checks), bool(violated)
 
@@ -189,6 +211,13 @@ class OnlineLearners:
     def _rows(indptr, indices, data, y, owner):
         return (np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int32),
                 np.asarray(data, dtype=np.float64), y, owner)
+
+    def _mark(self, rows):
+        """With track_touched: every feature index of the rows passed (a superset of those learned)."""
+        if self._touched is not None and self._touched[2][0] >= 0:
+            indptr, indices = rows[0], rows[1]
+            if len(indptr):
+                sync.mark(indices, int(indptr[0]), int(indptr[-1]), *self._touched)
 
     def _state(self):
         """The kernel arguments after the rows: the learners' state and options."""
@@ -296,7 +325,11 @@ class OnlineLearners:
         """Learner l's full-sync contribution as pairs, in one pass: the
         non-zeros of its u into vals and idx (length ≥ n each), and
         (the non-zeros of its v, the pairs written, b, α)."""
-        nnz, c = sync.gather_pairs(self.V[l], self.s[l], vals, idx)
+        scale = self.s[l]
+        if self._touched is not None and self._touched[2][0] >= 0 and np.isfinite(scale):
+            nnz, c = sync.gather_touched(self.V[l], scale, self._touched[0], vals, idx)
+        else:
+            nnz, c = sync.gather_pairs(self.V[l], scale, vals, idx)
         return nnz, c, self.bias[l], self.alpha[l]
 
     def sync_levels(self, ids, z, c, k):
@@ -323,6 +356,7 @@ class OnlineLearners:
 
     def set_models(self, ids, z):
         """Learners ids take the model z (relative to the current r)."""
+        self._untrack()
         online.set_models(np.atleast_1d(np.asarray(ids, dtype=np.int64)), np.asarray(z, dtype=np.float64),
                           self.alpha, self.s, self.V, self.bias, self.P, self.Q,
                           self.A, self.U, self.alpha_sum, self.s_sum, self.r, self.average,
@@ -363,7 +397,19 @@ class OnlineLearners:
             self._push_direction(np.append(self.r - r_before, self.r_bias - bias_before))  # [r' − r, b' − r_b]
             self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
         self.R = float(self.r @ self.r)
-        online.restart(self.r_bias, self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.PX)
+        if self._touched is not None and self._touched[2][0] >= 0:
+            sync.clear_touched(self.V[0], *self._touched)  # v ← 0 on the coordinates it may be non-zero on
+        else:
+            self.V[:] = 0.0
+            if self._touched is not None:
+                self._touched[0][:] = 0
+                self._touched[2][0] = 0
+        online.restart(self.r_bias, self.alpha, self.s, self.bias, self.P, self.Q, self.PX)
+
+    def _untrack(self):
+        """v may now be non-zero anywhere (track_touched)."""
+        if self._touched is not None:
+            self._touched[2][0] = -1
 
     def _push_direction(self, change):
         """The newest reference change becomes ξ_1; the older directions follow,
@@ -412,6 +458,7 @@ class OnlineLearners:
         return {name: np.array(getattr(self, name)) for name in _STATE}
 
     def load_state_dict(self, state):
+        self._untrack()
         for name in _STATE:
             value = state[name]
             current = getattr(self, name)

@@ -366,3 +366,36 @@ def test_warm_up_loads_the_kernels_of_a_run_on_shard_rows():
     done = subprocess.run([sys.executable, "-c", _WARM_UP_CHECK], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[[], [], []]", done.stdout
+
+
+def test_tracked_touched_coordinates_gather_as_a_full_pass():
+    """track_touched: a full sync's pairs gathered from the touched coordinates
+    equal those of a pass over every v_j, after learning, after a model taken
+    from outside (read in full) and after the reference changed."""
+    from mpisgd.kernels import sync
+
+    rng = np.random.default_rng(7)
+    n = 500
+    L = OnlineLearners(1, n, loss="log", eta0=0.5, lam=1e-3)
+    L.track_touched()
+
+    def rows(m):
+        indptr = np.arange(0, 5 * m + 1, 5)
+        return indptr, rng.integers(0, n, 5 * m).astype(np.int32), rng.random(5 * m), rng.choice([-1.0, 1.0], m)
+
+    def same_pairs():
+        got, want = (np.empty(n), np.empty(n, np.int32)), (np.empty(n), np.empty(n, np.int32))
+        a, b = L.sync_pairs(0, *got), sync.gather_pairs(L.V[0], L.s[0], *want)
+        assert a[:2] == b
+        np.testing.assert_array_equal(got[0][: b[1]], want[0][: b[1]])
+        np.testing.assert_array_equal(got[1][: b[1]], want[1][: b[1]])
+
+    for step in range(4):
+        L.learn(*rows(20), np.zeros(20, np.int64))
+        same_pairs()
+        if step == 1:
+            L.set_models([0], rng.standard_normal(n + 2))  # non-zero anywhere
+            same_pairs()
+        L.set_reference(L.models([0])[0])
+        assert not L.V.any()
+        same_pairs()

@@ -126,12 +126,10 @@ def divergence(z, r, r_bias):
 
 
 @njit(cache=True)
-def restart(r_bias, alpha, s, V, bias, P, Q, PX):
-    """Every learner at the reference r: u = 0 (v = 0, so P = Q = 0 and PX = 0), α = s = 1, b = r_b."""
-    k, n = V.shape
-    for l in range(k):
-        for j in range(n):
-            V[l, j] = 0.0
+def restart(r_bias, alpha, s, bias, P, Q, PX):
+    """Every learner at the reference r, once the caller has set v = 0 (u = 0: P = Q = 0 and PX = 0),
+    α = s = 1, b = r_b."""
+    for l in range(alpha.shape[0]):
         for q in range(PX.shape[1]):
             PX[l, q] = 0.0
         alpha[l] = 1.0
