@@ -2,7 +2,10 @@
 exchange and one after: a learner's contribution z = [s·v, b, α] with the
 count and scale that decide the exchange, and the new reference from the sum
 of every learner's z; in between, for the pairs exchange, the non-zeros of u
-in one pass and the sum of the blocks in one pass each."""
+in one pass and the sum of the blocks in one pass each. Where the pairs are
+exchanged, a learner that keeps the coordinates it touched since r changed
+(``mark``) gathers its pairs from those alone (``gather_touched``) and clears
+v there (``clear_touched``), else from a pass over v (``gather_pairs``)."""
 
 import numpy as np
 from numba import njit
