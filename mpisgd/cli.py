@@ -238,6 +238,16 @@ def _abort(code):
     os._exit(code)  # MPICH's MPI_Abort can return after telling the launcher
 
 
+def _usage_error(parser, message):
+    """Report a UsageError as argparse reports its own (usage, then the
+    message: by rank 0 alone) and end the job; returns exit code 2."""
+    parser.print_usage(sys.stderr)
+    text = f"{parser.prog}: error: {message}\n"
+    parser._print_message(text, sys.stderr)
+    _end_job(2, text)
+    return 2
+
+
 def _fail(message, code):
     """Report a user error; under MPI with several ranks, abort the job."""
     rank, size = _rank_and_size()
@@ -276,7 +286,7 @@ def main(argv=None):
     try:
         return int(args._run(args) or 0)
     except UsageError as exc:
-        args._parser.error(str(exc))
+        return _usage_error(args._parser, str(exc))
     except MpisgdError as exc:
         return _fail(str(exc), 2)
     except KeyboardInterrupt:
