@@ -66,13 +66,27 @@ def _configure(args):
         raise UsageError(str(exc)) from None
 
 
+def _first_rows(args, source, rounds, central):
+    """The rows γ0 is calibrated on, those of train's rank 0: learner 0's
+    (``central``: every learner's, round-major), in blocks that hold the sample."""
+    from mpisgd.calibrate import SAMPLE_SIZE
+    from mpisgd.data import rows
+
+    learners = range(source.n_learners) if central else [0]
+    block = -(-SAMPLE_SIZE // len(learners))
+    if args.synthetic:
+        parts = [rows.StreamSource(source, l, rounds, block) for l in learners]
+    else:
+        parts = [rows.ShardSource([args.shards[l]], block) for l in learners]
+    return parts[0] if len(parts) == 1 else rows.RoundMajorSource(parts, block)
+
+
 def run(args):
     import os
     import sys
     import time
 
     from mpisgd.commands.options import synthetic_stream
-    from mpisgd.data import rows
     from mpisgd.errors import MpisgdError
     from mpisgd.metrics import Timeline, write_report
     from mpisgd.rundir import refuse_to_replace
@@ -85,15 +99,13 @@ def run(args):
         rounds = 25000 if args.rounds is None else args.rounds
         data = {"synthetic": args.synthetic, "learners": args.learners, "features": source.n_features,
                 "seed": args.seed, "drift_prob": source.drift_prob}
-        first = rows.StreamSource(source, 0, rounds)  # learner 0's rows, where train's rank 0 has them
     else:
         source = ShardSource(args.shards)
         rounds = source.n_rounds if args.rounds is None else min(args.rounds, source.n_rounds)
         data = {"shards": args.shards}
         if rounds < 1:
             raise MpisgdError(f"the shards have no rows: {', '.join(args.shards)}")
-        first = rows.ShardSource(args.shards[:1])
-    learner, calibration = calibrate_eta0(learner, first)
+    learner, calibration = calibrate_eta0(learner, _first_rows(args, source, rounds, protocol.central))
     config = {"data": data, "rounds": rounds, "protocol": protocol.as_dict(), "learner": learner,
               "order": args.order, "max_period": args.max_period, "mode": args.mode, "network": args.network,
               "out": args.out, "options": recorded(args), "eta0_calibration": calibration}
