@@ -22,7 +22,7 @@ MPI_JOB_TIMEOUT  ?= 1800
 mpi_pytest = timeout -k 10 $(MPI_JOB_TIMEOUT) $(MPIEXEC) -n $(1) $(PYTEST) $(2) -x --only-mpi -m mpi \
 	-p no:cacheprovider --timeout $(MPI_TEST_TIMEOUT) --timeout-method thread $(PYTEST_OK)
 
-.PHONY: venv demo test test-serial test-mpi test-properties bench reproduce clean venv-mpi bench-network
+.PHONY: venv demo test test-serial test-mpi test-properties test-slurm bench reproduce clean venv-mpi bench-network
 
 venv: $(STAMP)
 
@@ -53,6 +53,12 @@ test-mpi: $(STAMP)
 # unless CI=true). .ci/run runs this beside `make test`, whose serial part then leaves them out.
 test-properties: $(STAMP)
 	HYPOTHESIS_PROFILE=ci $(PYTEST) -p no:cacheprovider --durations=0 tests/test_properties.py
+
+# The SLURM tests alone (a one-node cluster of their own; most of their minutes are spent
+# waiting for a job's time limit, so .ci/run runs this beside `make test`, whose serial
+# part then leaves them out).
+test-slurm: $(STAMP)
+	$(PYTEST) -p no:cacheprovider --durations=5 tests/test_slurm.py
 
 # Full-size benchmarks (tens of minutes; results and how to read them in bench/README.md).
 bench: $(STAMP)

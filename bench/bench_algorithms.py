@@ -192,14 +192,15 @@ def lasso(args):
             continue
         X, y = data[0], data[1]
         sched = dict(eta0=0.01, power_t=0.25)
-        for warm_up in (SGDRegressor(penalty="l1", algorithm="sgd", schedule="invscaling", **sched),
+        for warm_up in (SGDRegressor(penalty="l1", algorithm="sgd", learning_rate="invscaling", **sched),
                         SkRegressor(penalty="l1", learning_rate="invscaling", tol=None, **sched)):
             warm_up.fit(X[:100], y[:100])  # numba's first calls (compiling or loading the cache) untimed
         for lam in LASSO_LAMBDAS:
             def models(**kw):
                 return {
                     "mpisgd": SGDRegressor(penalty="l1", alpha=lam, algorithm="sgd",
-                                           schedule="invscaling", random_state=0, **sched, **kw),
+                                           learning_rate="invscaling", tol=None, random_state=0,
+                                           **sched, **kw),
                     "sklearn": SkRegressor(penalty="l1", alpha=lam, learning_rate="invscaling",
                                            tol=None, random_state=0, **sched, **kw),
                 }
@@ -241,7 +242,7 @@ def lasso_parts(args):
 
     def epoch(arr, yy, order):
         r, st = kernel.new_state(X.shape[1])
-        kernel.lasso_epoch(*arr, yy, order, LOSSES["squared"], 0.0, SCHEDULES["invscaling"], 0.01, lam, 1.0,
+        kernel.lasso_epoch(*arr, yy, np.ones(len(yy)), order, LOSSES["squared"], 0.0, SCHEDULES["invscaling"], 0.01, lam, 1.0,
                            0.0, 0.25, 0.01, True, r, st)
 
     sk = SkRegressor(penalty="l1", alpha=lam, learning_rate="invscaling", tol=None, random_state=0,

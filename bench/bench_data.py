@@ -244,7 +244,7 @@ def bench_read(path, workdir, repeats):
 
     def kernel(fn, b, v, a, st, loss, average):
         order = np.arange(len(b.y), dtype=np.int64)
-        fn(b.indptr, b.indices, b.data, b.y, order, loss, 0.0, schedules.BOTTOU, 1.0, 1e-5,
+        fn(b.indptr, b.indices, b.data, b.y, np.ones(len(b.y)), order, loss, 0.0, schedules.BOTTOU, 1.0, 1e-5,
            0.0, 0.75, 0.01, True, False, average, 0, v, a, st)
 
     blocks = list(iter_blocks([shard], 8192, readahead=0))[:40]  # in memory, for the kernel
@@ -359,14 +359,14 @@ def bench_share(path, workdir, repeats, epochs=5):
                 if b is None:
                     break
                 t = clock()
-                sgd.sgd_epoch(b.indptr, b.indices, b.data, b.y, np.arange(len(b.y)), loss, 0.0,
-                              schedules.BOTTOU, 1.0, 1e-5, 0.0, 0.75, 0.01, True, False,
+                sgd.sgd_epoch(b.indptr, b.indices, b.data, b.y, np.ones(len(b.y)),
+                              np.arange(len(b.y)), loss, 0.0, schedules.BOTTOU, 1.0, 1e-5, 0.0, 0.75, 0.01, True, False,
                               average, 0, v, a, st)
                 work[e] += clock() - t
             if stream and b is not None:  # train on the block that ended the loop
                 t = clock()
-                sgd.sgd_epoch(b.indptr, b.indices, b.data, b.y, np.arange(len(b.y)), loss, 0.0,
-                              schedules.BOTTOU, 1.0, 1e-5, 0.0, 0.75, 0.01, True, False,
+                sgd.sgd_epoch(b.indptr, b.indices, b.data, b.y, np.ones(len(b.y)),
+                              np.arange(len(b.y)), loss, 0.0, schedules.BOTTOU, 1.0, 1e-5, 0.0, 0.75, 0.01, True, False,
                               average, 0, v, a, st)
                 work[e + 1] += clock() - t
         return read, work

@@ -107,7 +107,7 @@ class Ours:
         from mpisgd import SGDClassifier
 
         self.X, self.y, self.Xt, self.yt = X, y, Xt, yt
-        self.clf = SGDClassifier(random_state=0, max_iter=epochs, **params)
+        self.clf = SGDClassifier(random_state=0, max_iter=epochs, tol=None, **params)
 
     def fit(self):
         self.clf.fit(self.X, self.y)

@@ -85,7 +85,8 @@ def main(argv=None):
                 obj, err = {}, {}
                 for mode in ("full", "block"):
                     runs = [SGDClassifier(loss=loss, alpha=lam, algorithm=algorithm, shuffle=mode,
-                                          max_iter=args.epochs, random_state=seed).fit(X, y)
+                                          max_iter=args.epochs, tol=None,
+                                          random_state=seed).fit(X, y)
                             for seed in range(args.seeds)]
                     obj[mode] = np.array([c.objective(X, y)[2] for c in runs])
                     err[mode] = np.array([c.objective(Xt, yt)[1] for c in runs])

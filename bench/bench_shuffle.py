@@ -58,7 +58,7 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|---|---|")
     for name, (X, y, Xt, yt) in datasets(args.scale):
         for loss, lam, algorithm in SETTINGS:
-            params = dict(loss=loss, alpha=lam, algorithm=algorithm, max_iter=args.epochs)
+            params = dict(loss=loss, alpha=lam, algorithm=algorithm, max_iter=args.epochs, tol=None)
             eta0 = SGDClassifier(shuffle="full", random_state=0, **dict(params, max_iter=1)) \
                 .fit(X, y).eta0_
             obj, err = {}, {}

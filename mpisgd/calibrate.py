@@ -8,10 +8,11 @@ direction that lowers it; keep the best γ.
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from mpisgd.kernels import sgd
+from mpisgd.kernels.losses import weighted_loss_sum
 from mpisgd.kernels.schedules import CONSTANT
-from mpisgd.model import loss_error_sums
 
 SAMPLE_SIZE = 1000
 FACTOR = 2.0
@@ -19,13 +20,15 @@ FACTOR = 2.0
 MAX_STEPS = 40
 
 
-def sample_objective(indptr, indices, data, y, n_features, order, loss_code, loss_param,
-                     lam, fit_intercept, regularize_bias, bias_gain, gamma):
-    """Objective on the sample after one pass with the constant step γ; +∞ if it diverges."""
+def sample_objective(indptr, indices, data, y, sw, n_features, order, rows, loss_code,
+                     loss_param, lam, fit_intercept, regularize_bias, bias_gain, gamma):
+    """Objective on the sample after one pass with the constant step γ; +∞ if it diverges.
+    ``rows``: the sample's rows as a CSR matrix (rows of ``order``, sorted), ``sw``
+    the examples' weights."""
     v = np.zeros(n_features)
     st = sgd.new_state()
     _, _, status = sgd.sgd_epoch(
-        indptr, indices, data, y, order, loss_code, loss_param, CONSTANT, gamma, lam,
+        indptr, indices, data, y, sw, order, loss_code, loss_param, CONSTANT, gamma, lam,
         0.0, 0.0, bias_gain, fit_intercept, regularize_bias, False, 0.0, v,
         np.zeros(0), st,
     )
@@ -34,26 +37,43 @@ def sample_objective(indptr, indices, data, y, n_features, order, loss_code, los
     with np.errstate(all="ignore"):  # a large γ may overflow: that is a cost of +∞
         w = v / st[sgd.W_DIVISOR]
         b = st[sgd.W_BIAS]
-        rows = np.sort(order)
-        p = np.empty(rows.size)
-        for r, i in enumerate(rows):  # the sample is small
-            lo, hi = indptr[i], indptr[i + 1]
-            p[r] = w[indices[lo:hi]] @ data[lo:hi] + b
-        total, _ = loss_error_sums(loss_code, p, y[rows], loss_param)
+        sample = np.sort(order)
+        p = rows @ w + b
+        total = weighted_loss_sum(loss_code, p, y[sample], sw[sample], loss_param)
         reg = w @ w + (b * b if regularize_bias else 0.0)
-        cost = total / rows.size + 0.5 * lam * reg
+        cost = total / sample.size + 0.5 * lam * reg
     return cost if math.isfinite(cost) else math.inf
 
 
+def _rows(indptr, indices, data, rows, n_features):
+    """The rows ``rows`` of a CSR matrix as a small CSR matrix (touches only them)."""
+    lo = indptr[rows]
+    counts = indptr[rows + 1] - lo
+    starts = np.cumsum(counts) - counts  # where each row begins in the small matrix
+    take = np.arange(int(counts.sum())) + np.repeat(lo - starts, counts)
+    return sp.csr_matrix((data[take], indices[take], np.append(starts, counts.sum())),
+                         shape=(len(rows), n_features))
+
+
 def calibrate_eta0(indptr, indices, data, y, n_features, order, loss_code, loss_param, lam,
-                   fit_intercept, regularize_bias, bias_gain):
-    """Return (γ0, [(γ, cost), ...]) using the first SAMPLE_SIZE rows of ``order``."""
+                   fit_intercept, regularize_bias, bias_gain, sample_weight=None):
+    """Return (γ0, [(γ, cost), ...]) using the first SAMPLE_SIZE rows of ``order``.
+
+    ``y`` is one row of targets, or K rows (one-versus-rest): the cost of γ is
+    then the sum of the K problems' costs, so that one γ0 serves them all.
+    ``sample_weight``: the examples' weights (default 1).
+    """
     sample = np.ascontiguousarray(order[:SAMPLE_SIZE], dtype=np.int64)
+    m = len(indptr) - 1
+    sw = np.ones(m) if sample_weight is None else sample_weight
+    rows = _rows(indptr, indices, data, np.sort(sample), n_features)
+    targets = np.atleast_2d(y)
     tried = []
 
     def cost(gamma):
-        c = sample_objective(indptr, indices, data, y, n_features, sample, loss_code, loss_param, lam,
-                             fit_intercept, regularize_bias, bias_gain, gamma)
+        c = sum(sample_objective(indptr, indices, data, y_k, sw, n_features, sample, rows,
+                                 loss_code, loss_param, lam, fit_intercept, regularize_bias,
+                                 bias_gain, gamma) for y_k in targets)
         tried.append((gamma, c))
         return c
 

@@ -72,8 +72,9 @@ def naive_eta(name, t, eta0, lam, t0, power):
 
 
 def naive_sgd(X, y, order, loss, param, schedule, eta0, lam, t0, power, bias_gain,
-              fit_intercept, regularize_bias, average, avg_start):
-    """Dense SGD/ASGD: w ← (1 − γλ)w − γ g x, ā ← (1 − μ)ā + μ w.
+              fit_intercept, regularize_bias, average, avg_start, sw=None):
+    """Dense SGD/ASGD: w ← (1 − γλ)w − γ g x, ā ← (1 − μ)ā + μ w, g = s_i ℓ'
+    (``sw``: the examples' weights s_i, default 1).
 
     Returns (w, b, ā, b̄, sum of losses before each step, errors)."""
     w = np.zeros(X.shape[1])
@@ -85,10 +86,11 @@ def naive_sgd(X, y, order, loss, param, schedule, eta0, lam, t0, power, bias_gai
     for t, i in enumerate(order, start=1):
         x = X[i]
         gamma = naive_eta(schedule, t, eta0, lam, t0, power)
+        s = 1.0 if sw is None else sw[i]
         p = w @ x + b
-        total += naive_loss(loss, p, y[i], param)
+        total += s * naive_loss(loss, p, y[i], param)
         errors += y[i] * p <= 0
-        g = naive_dloss(loss, p, y[i], param)
+        g = s * naive_dloss(loss, p, y[i], param)
         w = (1.0 - gamma * lam) * w - gamma * g * x
         if fit_intercept:
             gb = gamma * bias_gain
@@ -100,10 +102,11 @@ def naive_sgd(X, y, order, loss, param, schedule, eta0, lam, t0, power, bias_gai
     return w, b, wa, ba, total, errors
 
 
-def naive_dekel(X, y, order, loss, param, lam, variant, bias_mode):
+def naive_dekel(X, y, order, loss, param, lam, variant, bias_mode, sw=None):
     """Dense SGD with η_t = 1/(λt) on [x, 1] (or on [x − x̄, 1] for CASGD),
     returning the last iterate (SGD) or the average (ASGD, CASGD) as a
     predictor for raw x. bias_mode: 0 none, 1 regularized, 2 unregularized.
+    The gradient is s_i ℓ' (``sw``: the examples' weights s_i, default 1).
 
     Returns (w, b, sum of losses before each step, errors)."""
     n = X.shape[1]
@@ -116,10 +119,11 @@ def naive_dekel(X, y, order, loss, param, lam, variant, bias_mode):
     errors = 0
     for t, i in enumerate(order, start=1):
         x = X[i] - xbar
+        s = 1.0 if sw is None else sw[i]
         p = w @ x + b
-        total += naive_loss(loss, p, y[i], param)
+        total += s * naive_loss(loss, p, y[i], param)
         errors += y[i] * p <= 0
-        g = naive_dloss(loss, p, y[i], param)
+        g = s * naive_dloss(loss, p, y[i], param)
         eta = 1.0 / (lam * t)
         w = (1.0 - eta * lam) * w - eta * g * x
         if bias_mode == 1:
@@ -277,9 +281,10 @@ def naive_static_mean(Xs, ys, loss, eta, lam):
 
 
 def naive_sgdqn(X, y, order, loss, param, lam, skip, gamma0, bias_gain, fit_intercept,
-                regularize_bias):
+                regularize_bias, sw=None):
     """Dense SGD-QN of the erratum, line by line: the secant ratio from two full
-    gradients ∇_t(w) = λw + ℓ'(w·x + b) x, r_i = λ where w'_i = w_i.
+    gradients ∇_t(w) = λw + s_i ℓ'(w·x + b) x, r_i = λ where w'_i = w_i
+    (``sw``: the examples' weights s_i, default 1).
 
     Returns (w, b, B, sum of losses before each step, errors)."""
     n = X.shape[1]
@@ -292,20 +297,21 @@ def naive_sgdqn(X, y, order, loss, param, lam, skip, gamma0, bias_gain, fit_inte
     total = 0.0
     errors = 0
 
-    def grad(w, b, x, yi):
-        return lam * w + naive_dloss(loss, w @ x + b, yi, param) * x
+    def grad(w, b, x, yi, s):
+        return lam * w + s * naive_dloss(loss, w @ x + b, yi, param) * x
 
     for i in order:
         x = X[i]
+        s = 1.0 if sw is None else sw[i]
         p = w @ x + b
-        total += naive_loss(loss, p, y[i], param)
+        total += s * naive_loss(loss, p, y[i], param)
         errors += y[i] * p <= 0
-        g = naive_dloss(loss, p, y[i], param)
+        g = s * naive_dloss(loss, p, y[i], param)
         w_new = w - g * B * x
         b_new = b - bias_gain * beta * g if fit_intercept else b
         if update_b:
             dw = w_new - w
-            dg = grad(w_new, b_new, x, y[i]) - grad(w, b, x, y[i])
+            dg = grad(w_new, b_new, x, y[i], s) - grad(w, b, x, y[i], s)
             r = np.full(n, lam)
             moved = dw != 0
             r[moved] = dg[moved] / dw[moved]
@@ -325,11 +331,12 @@ def naive_sgdqn(X, y, order, loss, param, lam, skip, gamma0, bias_gain, fit_inte
 
 
 def naive_lasso(X, y, order, loss, param, schedule, eta0, lam, l1_ratio, t0, power, bias_gain,
-                fit_intercept):
+                fit_intercept, sw=None):
     """Dense SGD on w = u − v (Bottou's Table 1 Lasso, with an L2 part for the
     elastic net) with the cumulative penalty: every coordinate of u and v and
     what it owes, o (the penalty it could not take and the part of a step below
-    0), every step.
+    0), every step. The gradient is s_i ℓ' (``sw``: the examples' weights s_i,
+    default 1).
 
     Returns (w, b, sum of losses before each step, errors)."""
     n = X.shape[1]
@@ -341,10 +348,11 @@ def naive_lasso(X, y, order, loss, param, schedule, eta0, lam, l1_ratio, t0, pow
     lam1, lam2 = lam * l1_ratio, lam * (1 - l1_ratio)
     for t, i in enumerate(order, start=1):
         x = X[i]
+        s = 1.0 if sw is None else sw[i]
         p = (u - v) @ x + b
-        total += naive_loss(loss, p, y[i], param)
+        total += s * naive_loss(loss, p, y[i], param)
         errors += y[i] * p <= 0
-        g = naive_dloss(loss, p, y[i], param)
+        g = s * naive_dloss(loss, p, y[i], param)
         gamma = naive_eta(schedule, t, eta0, lam, t0, power)
         a, c = 1 - gamma * lam2, gamma * lam1
         assert a > 0

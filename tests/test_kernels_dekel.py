@@ -9,8 +9,9 @@ from tests.naive import naive_dekel
 from tests.test_kernels_sgd import CLASSIFICATION, assert_close, random_problem
 
 
-def run_dekel(X, y, order, loss, lam, variant, bias_mode, splits=2):
+def run_dekel(X, y, order, loss, lam, variant, bias_mode, splits=2, sw=None):
     n = X.shape[1]
+    sw = np.ones(X.shape[0]) if sw is None else sw
     code = dekel.VARIANTS["dekel-" + variant]
     xbar = np.asarray(X.mean(axis=0)).ravel() if code == dekel.CASGD else np.zeros(0)
     xbar_sq = float(xbar @ xbar)
@@ -21,7 +22,7 @@ def run_dekel(X, y, order, loss, lam, variant, bias_mode, splits=2):
     total, errors = 0.0, 0
     for part in np.array_split(order, splits):
         s, e = dekel.dekel_epoch(
-            X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y,
+            X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, sw,
             part.astype(np.int64), LOSSES[loss], DEFAULT_PARAM.get(loss, 0.0), lam, code,
             bias_mode, xbar_dot, xbar_sq, v, u, st)
         total += s
@@ -54,3 +55,18 @@ def test_dekel_every_loss(loss):
                            variant, dekel.REGULARIZED)
         for g, w in zip(got, want):
             assert_close(g, w)
+
+
+@pytest.mark.parametrize("variant", ["sgd", "asgd", "casgd"])
+def test_dekel_sample_weights(variant):
+    """Each example's gradient and loss scaled by its weight (0 included), as the twin."""
+    X, y = random_problem(14)
+    sw = np.random.default_rng(15).choice([0.0, 0.5, 1.0, 3.0], size=X.shape[0])
+    order = np.tile(np.arange(X.shape[0]), 2)
+    got = run_dekel(X, y, order, "log", 0.1, variant, dekel.UNREGULARIZED, sw=sw)
+    want = naive_dekel(X.toarray(), y, order, "log", 0.0, 0.1, variant, dekel.UNREGULARIZED,
+                       sw=sw)
+    for g, w in zip(got, want):
+        assert_close(g, w)
+    assert not np.allclose(got[0], run_dekel(X, y, order, "log", 0.1, variant,
+                                             dekel.UNREGULARIZED)[0])

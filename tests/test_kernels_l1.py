@@ -28,12 +28,13 @@ def random_problem(seed, m=40, n=12, density=0.4, regression=False):
 
 
 def run_kernel(X, y, order, loss, schedule, eta0, lam, l1_ratio, t0=3.0, power=0.5,
-               bias_gain=1.0, fit_intercept=True, splits=3):
+               bias_gain=1.0, fit_intercept=True, splits=3, sw=None):
     r, st = lasso.new_state(X.shape[1])
+    sw = np.ones(X.shape[0]) if sw is None else sw
     total, errors = 0.0, 0
     for part in np.array_split(order, splits):  # the state must carry over between calls
         s, e, status = lasso.lasso_epoch(
-            X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y,
+            X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, sw,
             part.astype(np.int64), LOSSES[loss], DEFAULT_PARAM.get(loss, 0.0),
             SCHEDULES[schedule], eta0, lam, l1_ratio, t0, power, bias_gain, fit_intercept,
             r, st)
@@ -46,11 +47,11 @@ def run_kernel(X, y, order, loss, schedule, eta0, lam, l1_ratio, t0=3.0, power=0
 def compare(X, y, order, loss, schedule, eta0, lam, l1_ratio, **kw):
     got = run_kernel(X, y, order, loss, schedule, eta0, lam, l1_ratio, **kw)
     kw.pop("splits", None)
-    args = dict(t0=3.0, power=0.5, bias_gain=1.0, fit_intercept=True)
+    args = dict(t0=3.0, power=0.5, bias_gain=1.0, fit_intercept=True, sw=None)
     args.update(kw)
     want = naive_lasso(X.toarray(), y, order, loss, DEFAULT_PARAM.get(loss, 0.0), schedule,
                        eta0, lam, l1_ratio, args["t0"], args["power"], args["bias_gain"],
-                       args["fit_intercept"])
+                       args["fit_intercept"], args["sw"])
     for g, w in zip(got, want):
         g, w = np.atleast_1d(g), np.atleast_1d(w)
         assert np.allclose(g, w, rtol=1e-9, atol=1e-12), (g, w)
@@ -65,6 +66,17 @@ def test_every_loss_against_the_twin(loss, l1_ratio):
     order = np.concatenate([rng.permutation(X.shape[0]) for _ in range(3)])
     for schedule in SCHEDULES:
         compare(X, y, order, loss, schedule, 0.2, 0.05, l1_ratio)
+
+
+@pytest.mark.parametrize("l1_ratio", [1.0, 0.5])
+def test_sample_weights(l1_ratio):
+    """Each example's gradient and loss scaled by its weight (0 included), as the twin."""
+    X, y = random_problem(9, regression=True)
+    sw = np.random.default_rng(10).choice([0.0, 0.5, 1.0, 3.0], size=X.shape[0])
+    order = np.tile(np.arange(X.shape[0]), 2)
+    got = compare(X, y, order, "squared", "bottou", 0.2, 0.05, l1_ratio, sw=sw)
+    assert not np.allclose(got[0], run_kernel(X, y, order, "squared", "bottou", 0.2, 0.05,
+                                              l1_ratio)[0])
 
 
 def test_the_lasso_is_sparse():
@@ -82,7 +94,7 @@ def test_scale_folding():
     order = np.tile(np.arange(X.shape[0]), 3)
     r, st = lasso.new_state(X.shape[1])
     lasso.lasso_epoch(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y,
-                      order.astype(np.int64), LOSSES["squared"], 0.0, SCHEDULES["constant"], 1.0,
+                      np.ones(len(y)), order.astype(np.int64), LOSSES["squared"], 0.0, SCHEDULES["constant"], 1.0,
                       0.9, 0.45, 0.0, 0.5, 1.0, True, r, st)
     assert 1e-5 <= st[lasso.SCALE] < 1.0  # folded: A = 0.505^120 ≈ 1e-36 without it
     compare(X, y, order, "squared", "constant", 1.0, 0.9, 0.45)
@@ -94,20 +106,20 @@ def test_too_large_a_step_is_refused():
     X, y = random_problem(4, regression=True)
     r, st = lasso.new_state(X.shape[1])
     _, _, status = lasso.lasso_epoch(
-        X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y,
+        X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, np.ones(len(y)),
         np.arange(X.shape[0], dtype=np.int64), LOSSES["squared"], 0.0, SCHEDULES["constant"],
         2.0, 1.0, 0.5, 0.0, 0.5, 1.0, True, r, st)
     assert status == -2
     with pytest.raises(MpisgdError, match="eta0"):
         SGDRegressor(algorithm="sgd", penalty="elasticnet", l1_ratio=0.5, alpha=1.0,
-                     schedule="constant", eta0=2.0).fit(X, y)
+                     learning_rate="constant", eta0=2.0).fit(X, y)
 
 
 @pytest.mark.parametrize("penalty", ["l1", "elasticnet"])
 def test_estimators_run_the_kernel(penalty):
     X, y = random_problem(5, m=300, n=20, regression=True)
-    kw = dict(alpha=0.01, algorithm="sgd", penalty=penalty, l1_ratio=0.5, schedule="constant",
-              eta0=0.05, shuffle=False, bias_gain=1.0)
+    kw = dict(alpha=0.01, algorithm="sgd", penalty=penalty, l1_ratio=0.5,
+              learning_rate="constant", eta0=0.05, shuffle=False, bias_gain=1.0)
     reg = SGDRegressor(max_iter=2, **kw).fit(X, y)
     rho = 1.0 if penalty == "l1" else 0.5
     order = np.tile(np.arange(X.shape[0]), 2)
@@ -160,7 +172,7 @@ def test_fit_command_l1_reports_nonzeros(tmp_path, capsys):
 
     dump_svmlight_file(X, y, str(train), zero_based=False)
     out = tmp_path / "m.h5"
-    assert main(["fit", str(train), "--loss", "squared", "--algorithm", "sgd", "--penalty", "l1",
+    assert main(["fit", str(train), "--loss", "squared", "--penalty", "l1",  # algorithm auto: sgd
                  "--lambda", "0.05", "--epochs", "2", "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "l1 (l1_ratio 1, w = u - v)" in text
@@ -168,6 +180,7 @@ def test_fit_command_l1_reports_nonzeros(tmp_path, capsys):
     model = LinearModel.load(out)
     assert nonzeros[-1] == f"{np.count_nonzero(model.coef)}/12"
     bad = tmp_path / "n.h5"
-    assert main(["fit", str(train), "--loss", "squared", "--penalty", "l1", "-o", str(bad)]) == 2
+    assert main(["fit", str(train), "--loss", "squared", "--penalty", "l1", "--algorithm", "asgd",
+                 "-o", str(bad)]) == 2
     assert "needs algorithm 'sgd'" in capsys.readouterr().err
     assert not bad.exists()

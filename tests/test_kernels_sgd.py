@@ -25,8 +25,10 @@ def random_problem(seed, m=40, n=9, density=0.4, regression=False):
 
 def run_kernel(X, y, order, loss, schedule, eta0, lam, t0=0.0, power=0.5, bias_gain=1.0,
                fit_intercept=True, regularize_bias=False, average=True, avg_start=20.0,
-               epochs_split=2):
-    """Run the kernel over ``order`` in ``epochs_split`` calls (state must carry over)."""
+               epochs_split=2, sw=None):
+    """Run the kernel over ``order`` in ``epochs_split`` calls (state must carry over);
+    ``sw``: the examples' weights (default 1)."""
+    sw = np.ones(X.shape[0]) if sw is None else sw
     v = np.zeros(X.shape[1])
     a = np.zeros(X.shape[1])
     st = sgd.new_state()
@@ -34,7 +36,7 @@ def run_kernel(X, y, order, loss, schedule, eta0, lam, t0=0.0, power=0.5, bias_g
     errors = 0
     for part in np.array_split(order, epochs_split):
         s, e, status = sgd.sgd_epoch(
-            X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y,
+            X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, sw,
             part.astype(np.int64), LOSSES[loss], DEFAULT_PARAM.get(loss, 0.0),
             SCHEDULES[schedule], eta0, lam, t0, power, bias_gain, fit_intercept,
             regularize_bias, average, avg_start, v, a, st)
@@ -60,11 +62,11 @@ def compare(X, y, order, loss, schedule, eta0, lam, **kw):
     got = run_kernel(X, y, order, loss, schedule, eta0, lam, **kw)
     kw.pop("epochs_split", None)
     args = dict(t0=0.0, power=0.5, bias_gain=1.0, fit_intercept=True, regularize_bias=False,
-                average=True, avg_start=20.0)
+                average=True, avg_start=20.0, sw=None)
     args.update(kw)
     want = naive_sgd(X.toarray(), y, order, loss, param, schedule, eta0, lam, args["t0"],
                      args["power"], args["bias_gain"], args["fit_intercept"],
-                     args["regularize_bias"], args["average"], args["avg_start"])
+                     args["regularize_bias"], args["average"], args["avg_start"], args["sw"])
     for g, w in zip(got, want):
         assert_close(g, w)
 
@@ -89,6 +91,20 @@ def test_bias_options(fit_intercept, regularize_bias, bias_gain):
                 regularize_bias=regularize_bias, bias_gain=bias_gain, average=average)
 
 
+@pytest.mark.parametrize("loss", ["hinge", "log", "squared"])
+def test_sample_weights(loss):
+    """Each example's gradient and loss scaled by its weight (0 included), as the twin."""
+    X, y = random_problem(6, regression=loss == "squared")
+    rng = np.random.default_rng(7)
+    sw = rng.choice([0.0, 0.5, 1.0, 3.0], size=X.shape[0])
+    order = np.tile(np.arange(X.shape[0]), 2)
+    for average in (False, True):
+        compare(X, y, order, loss, "bottou", 0.3, 0.01, average=average, sw=sw)
+    unweighted = run_kernel(X, y, order, loss, "bottou", 0.3, 0.01)
+    assert not np.allclose(run_kernel(X, y, order, loss, "bottou", 0.3, 0.01, sw=sw)[0],
+                           unweighted[0])
+
+
 def test_rescaling_paths():
     """wDivisor leaves [1e-5, 1e5] many times (γλ = 0.95) and γλ ≥ 1 (dense branch)."""
     X, y = random_problem(4)
@@ -105,7 +121,7 @@ def test_diverging_run_reports_status():
     st = sgd.new_state()
     order = np.tile(np.arange(X.shape[0]), 50).astype(np.int64)
     _, _, status = sgd.sgd_epoch(
-        X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, order,
-        LOSSES["squared"], 0.0, SCHEDULES["constant"], 1e6, 0.0, 0.0, 0.5, 1.0, True,
+        X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, np.ones(len(y)),
+        order, LOSSES["squared"], 0.0, SCHEDULES["constant"], 1e6, 0.0, 0.0, 0.5, 1.0, True,
         False, False, 0.0, v, np.zeros(0), st)
     assert status == -1

@@ -25,12 +25,13 @@ def random_problem(seed, m=40, n=9, density=0.4, regression=False):
 
 
 def run_kernel(X, y, order, loss, lam, skip, gamma0, bias_gain, fit_intercept, regularize_bias,
-               splits=3):
+               splits=3, sw=None):
     w, B, st = sgdqn.new_state(X.shape[1], gamma0, skip)
+    sw = np.ones(X.shape[0]) if sw is None else sw
     total, errors = 0.0, 0
     for part in np.array_split(order, splits):  # the state must carry over between calls
         s, e, status = sgdqn.sgdqn_epoch(
-            X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y,
+            X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, y, sw,
             part.astype(np.int64), LOSSES[loss], DEFAULT_PARAM.get(loss, 0.0), lam, float(skip),
             bias_gain, fit_intercept, regularize_bias, w, B, st)
         assert status == 0
@@ -40,11 +41,11 @@ def run_kernel(X, y, order, loss, lam, skip, gamma0, bias_gain, fit_intercept, r
 
 
 def compare(X, y, order, loss, lam, skip, gamma0=0.5, bias_gain=1.0, fit_intercept=True,
-            regularize_bias=False):
+            regularize_bias=False, sw=None):
     got = run_kernel(X, y, order, loss, lam, skip, gamma0, bias_gain, fit_intercept,
-                     regularize_bias)
+                     regularize_bias, sw=sw)
     want = naive_sgdqn(X.toarray(), y, order, loss, DEFAULT_PARAM.get(loss, 0.0), lam, skip,
-                       gamma0, bias_gain, fit_intercept, regularize_bias)
+                       gamma0, bias_gain, fit_intercept, regularize_bias, sw=sw)
     for g, w in zip(got, want):
         g, w = np.atleast_1d(g), np.atleast_1d(w)
         assert np.allclose(g, w, rtol=1e-9, atol=1e-12), (g, w)
@@ -57,6 +58,17 @@ def test_every_loss_against_the_twin(loss, skip):
     rng = np.random.default_rng(2)
     order = np.concatenate([rng.permutation(X.shape[0]) for _ in range(3)])
     compare(X, y, order, loss, 0.05, skip)
+
+
+@pytest.mark.parametrize("loss", ["squared_hinge", "log", "squared"])
+def test_sample_weights(loss):
+    """Each example's gradient and loss scaled by its weight (0 included), as the twin."""
+    X, y = random_problem(5, regression=loss == "squared")
+    sw = np.random.default_rng(6).choice([0.0, 0.5, 1.0, 3.0], size=X.shape[0])
+    order = np.tile(np.arange(X.shape[0]), 2)
+    compare(X, y, order, loss, 0.05, 3, sw=sw)
+    assert not np.allclose(run_kernel(X, y, order, loss, 0.05, 3, 0.5, 1.0, True, False, sw=sw)[0],
+                           run_kernel(X, y, order, loss, 0.05, 3, 0.5, 1.0, True, False)[0])
 
 
 @pytest.mark.parametrize("fit_intercept,regularize_bias,bias_gain",
@@ -115,10 +127,10 @@ def test_lambda_must_be_positive(alpha):
         SGDRegressor(algorithm="sgdqn", alpha=alpha).fit(X, X @ np.ones(X.shape[1]))
 
 
-def test_schedule_is_refused():
+def test_learning_rate_is_refused():
     X, y = random_problem(7)
-    with pytest.raises(MpisgdError, match="schedule"):
-        SGDClassifier(algorithm="sgdqn", schedule="constant").fit(X, y)
+    with pytest.raises(MpisgdError, match="learning_rate must be None"):
+        SGDClassifier(algorithm="sgdqn", learning_rate="constant").fit(X, y)
 
 
 def test_fit_command_sgdqn(tmp_path, capsys):

@@ -145,7 +145,7 @@ def test_estimator_block_fit_equals_the_naive_loop_over_its_orders(chunked):
     m, epochs = X.shape[0], 3
     chunk = chunk_rows(X.indptr)
     assert chunk > 1
-    clf = SGDClassifier(loss="hinge", alpha=0.01, algorithm="sgd", schedule="bottou", eta0=0.1,
+    clf = SGDClassifier(loss="hinge", alpha=0.01, algorithm="sgd", learning_rate="bottou", eta0=0.1,
                         bias_gain=1.0, max_iter=epochs, random_state=4).fit(X, y)
     rng = np.random.RandomState(4)  # the estimator's only draws: one order per epoch
     order = np.concatenate([epoch_order("block", m, rng, chunk) for _ in range(epochs)])

@@ -65,9 +65,9 @@ def test_asgd_reaches_the_optimum(name, loss, lam):
     f_opt = objective(w_opt, b_opt, X, y, loss, lam)
     err_opt = np.mean(np.where(Xt @ w_opt + b_opt > 0, 1.0, -1.0) != yt)
 
-    clf = SGDClassifier(loss=loss, alpha=lam, algorithm="asgd", schedule="bottou",
+    clf = SGDClassifier(loss=loss, alpha=lam, algorithm="asgd", learning_rate="bottou",
                         regularize_bias=True, avg_start=(EPOCHS // 2) * X.shape[0],
-                        max_iter=EPOCHS, random_state=0).fit(X, y)
+                        max_iter=EPOCHS, tol=None, random_state=0).fit(X, y)
     assert clf.bias_gain_ == 0.01
     f = objective(clf.coef_[0], clf.intercept_[0], X, y, loss, lam)
     err = np.mean(clf.predict(Xt) != yt)

@@ -6,7 +6,7 @@ HELP = "train a linear model in one process on a LIBSVM/svmlight file (plain, .g
 
 # Classification with K ≥ 3 classes is one-versus-rest (mpisgd.estimator).
 
-ALGORITHMS = ("sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd", "sgdqn")
+ALGORITHMS = ("auto", "sgd", "asgd", "dekel-sgd", "dekel-asgd", "dekel-casgd", "sgdqn")
 
 
 def add_arguments(parser):
@@ -20,19 +20,22 @@ def add_arguments(parser):
     parser.add_argument("--loss", choices=sorted(LOSSES), default="hinge", help="loss ℓ(p, y)")
     parser.add_argument("--lam", "--lambda", dest="lam", type=float, default=1e-4,
                         help="L2 regularization strength λ")
-    parser.add_argument("--algorithm", choices=ALGORITHMS, default="asgd",
+    parser.add_argument("--algorithm", choices=ALGORITHMS, default="auto",
                         help="Bottou's sgd/asgd (any schedule), Dekel's kernels (step 1/(λt)) "
-                        "or SGD-QN (diagonal gains from γ0; λ > 0)")
+                        "or SGD-QN (diagonal gains from γ0; λ > 0); auto: asgd for the l2 "
+                        "penalty, sgd for l1/elasticnet")
     parser.add_argument("--schedule", choices=sorted(SCHEDULES), default=None,
                         help="step-size schedule (default: bottou for sgd, xu for asgd, "
-                        "1/(λt) for dekel-*)")
+                        "1/(λt) for dekel-*; optimal: 1/(λ(t0 + t)))")
     parser.add_argument("--eta0", type=float, default=None,
                         help="initial step γ0 (default: calibrated on 1,000 examples)")
-    parser.add_argument("--t0", type=float, default=0.0, help="t0 of the 'optimal' schedule")
+    parser.add_argument("--t0", type=float, default=None,
+                        help="t0 of the 'optimal' schedule (default: scikit-learn's, "
+                        "a first step of λ^(-1/4))")
     parser.add_argument("--power-t", type=float, default=0.5, help="power of 'invscaling'")
     parser.add_argument("--penalty", default="l2",  # checked against mpisgd.estimator.PENALTIES
                         help="l2: λ/2‖w‖²; l1: λ‖w‖₁; elasticnet: λ(ρ‖w‖₁ + (1−ρ)/2‖w‖²) "
-                        "(l1 and elasticnet need --algorithm sgd)")
+                        "(l1 and elasticnet run --algorithm sgd)")
     parser.add_argument("--l1-ratio", type=float, default=0.15,
                         help="ρ of the elasticnet penalty")
     parser.add_argument("--epochs", type=int, default=5, help="passes over the training data")
@@ -114,12 +117,12 @@ def run(args):
                               f"classes {classes.tolist()}")
     Estimator = SGDClassifier if classify else SGDRegressor
     est = Estimator(
-        loss=args.loss, alpha=args.lam, algorithm=args.algorithm, schedule=args.schedule,
+        loss=args.loss, alpha=args.lam, algorithm=args.algorithm, learning_rate=args.schedule,
         eta0=args.eta0, t0=args.t0, power_t=args.power_t, fit_intercept=args.bias,
         regularize_bias=args.regularize_bias, bias_gain=args.bias_gain,
         avg_start=args.avg_start, penalty=args.penalty, l1_ratio=args.l1_ratio,
-        epsilon=args.epsilon, max_iter=args.epochs,
-        shuffle=args.shuffle, random_state=args.seed, verbose=1,
+        epsilon=args.epsilon, max_iter=args.epochs, tol=None,
+        shuffle=args.shuffle, random_state=args.seed,
     )
 
     cfg = _check_config(est, est._losses)
@@ -135,7 +138,7 @@ def run(args):
               + ", ".join(f"{c:g}" for c in classes))
     resolved = dict(
         loss=cfg["loss"], loss_param=cfg["loss_param"], **{"lambda": cfg["lam"]},
-        algorithm=args.algorithm,
+        algorithm=cfg["algorithm"],
         schedule="1/(lambda t)" if cfg["dekel"] else
         "diagonal B from eta0 (SGD-QN)" if cfg["sgdqn"] else cfg["schedule"],
         eta0=args.eta0 if args.eta0 is not None or cfg["dekel"] else "calibrate",
@@ -143,7 +146,7 @@ def run(args):
         regularize_bias=cfg["regularize_bias"],
         bias_gain="unused" if cfg["dekel"] else cfg["bias_gain"],
         avg_start=(args.avg_start if args.avg_start is not None else X.shape[0])
-        if args.algorithm == "asgd" else "unused",
+        if cfg["algorithm"] == "asgd" else "unused",
         penalty=args.penalty if args.penalty == "l2" else
         f"{args.penalty} (l1_ratio {cfg['l1_ratio']:g}, w = u - v)",
         epochs=args.epochs, shuffle=args.shuffle, seed=args.seed,
@@ -153,7 +156,10 @@ def run(args):
         print(f"#   {key:<16} {value}")
 
     total_time = 0.0
-    for epoch, seconds, _, _ in est._epochs(X, y, args.epochs, reset=True):
+    for epoch, seconds, _, _ in est._epochs(X, y, max_iter=args.epochs):
+        if epoch == 1 and est.eta0_ is not None:
+            how = "given" if args.eta0 is not None else "calibrated on 1,000 examples"
+            print(f"# Using eta0={est.eta0_:g} ({how})")
         total_time += seconds
         print(f"--------- Epoch {epoch}.")
         print(f"Training on [0, {X.shape[0] - 1}].")

@@ -41,7 +41,7 @@ N_STATE = 8
 
 @njit(cache=True, nogil=True)  # lets the reader thread run during an epoch
 def dekel_epoch(
-    indptr, indices, data, y, order, loss_code, loss_param, lam, variant, bias_mode,
+    indptr, indices, data, y, sw, order, loss_code, loss_param, lam, variant, bias_mode,
     xbar_dot, xbar_sq, v, u, st,
 ):
     """One pass over the rows ``order``; ``u`` may be empty for SGD.
@@ -50,8 +50,9 @@ def dekel_epoch(
     computed once by the caller: no dense x̄ is touched inside the loop) and
     ``xbar_sq`` = ‖x̄‖²; SGD and ASGD ignore both (``xbar_dot`` may be empty).
 
-    Returns (sum of the losses at the predictions made before each update,
-    number of those predictions with y·p ≤ 0).
+    g_t is the weighted gradient s_i ℓ'(p, y), s_i = ``sw[i]`` the example's weight.
+    Returns (sum of the weighted losses s_i ℓ at the predictions made before each
+    update, number of those predictions with y·p ≤ 0).
     """
     # The scalars live in locals inside the loop (LLVM cannot keep array
     # elements of ``st`` in registers across the stores into v and u).
@@ -90,7 +91,9 @@ def dekel_epoch(
         t += 1.0
         yi = y[i]
         lv, g = loss_and_dloss(loss_code, p, yi, loss_param)
-        loss_sum += lv
+        si = sw[i]
+        loss_sum += si * lv
+        g *= si  # the weighted example's gradient s_i ℓ'
         if yi * p <= 0.0:
             n_err += 1
         if g != 0.0:

@@ -67,12 +67,13 @@ def weights(r, st):
 
 
 @njit(cache=True, nogil=True)
-def lasso_epoch(indptr, indices, data, y, order, loss_code, loss_param, sched_code, eta0, lam,
+def lasso_epoch(indptr, indices, data, y, sw, order, loss_code, loss_param, sched_code, eta0, lam,
                 l1_ratio, t0, power, bias_gain, fit_intercept, r, st):
     """One pass over the rows ``order`` of a CSR matrix.
 
-    Returns (sum of the losses at the predictions made before each update,
-    number of those predictions with y·p ≤ 0, status), status 0 when every
+    g is the weighted gradient s_i ℓ'(p, y), s_i = ``sw[i]`` the example's weight.
+    Returns (sum of the weighted losses s_i ℓ at the predictions made before each
+    update, number of those predictions with y·p ≤ 0, status), status 0 when every
     prediction was finite, −1 when the run diverged and −2 when a step had
     γλ2 ≥ 1 (both stop the pass).
     """
@@ -106,7 +107,9 @@ def lasso_epoch(indptr, indices, data, y, order, loss_code, loss_param, sched_co
         t += 1.0
         yi = y[i]
         lv, g = loss_and_dloss(loss_code, p, yi, loss_param)
-        loss_sum += lv
+        si = sw[i]
+        loss_sum += si * lv
+        g *= si  # the weighted example's gradient s_i ℓ'
         if yi * p <= 0.0:
             n_err += 1
         scale *= a  # u, v, o ← a u, a v, a o

@@ -112,3 +112,12 @@ def loss_and_dloss(code, p, y, param):
             return math.log1p(e), -y * e / (1.0 + e)
         return -z + math.log1p(e), -y / (1.0 + e)
     return loss(code, p, y, param), dloss(code, p, y, param)
+
+
+@njit(cache=True)
+def weighted_loss_sum(code, p, y, sw, param):
+    """Σ s_i ℓ(p_i, y_i) over dense arrays (``sw``: the weights s_i)."""
+    total = 0.0
+    for i in range(p.shape[0]):
+        total += sw[i] * loss(code, p[i], y[i], param)
+    return total

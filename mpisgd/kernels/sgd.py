@@ -70,6 +70,7 @@ def sgd_epoch(
     indices,
     data,
     y,
+    sw,
     order,
     loss_code,
     loss_param,
@@ -89,14 +90,15 @@ def sgd_epoch(
 ):
     """One pass over the rows ``order`` of a CSR matrix.
 
-    Step t: p = v·x / wDivisor + b; g = ℓ'(p, y); w ← (1 − γ_t λ) w − γ_t g x;
+    Step t: p = v·x / wDivisor + b; g = s_i ℓ'(p, y) with s_i = ``sw[i]`` the
+    example's weight; w ← (1 − γ_t λ) w − γ_t g x;
     b ← (1 − γ_b λ) b − γ_b g with γ_b = bias_gain·γ_t (the factor only when
     ``regularize_bias``). With ``average``, ā ← (1 − μ_t) ā + μ_t w with
     μ_t = 1 for t ≤ avg_start, else 1 / (1 + t − avg_start).
 
-    Returns (sum of the losses at the predictions made before each update,
-    number of those predictions with y·p ≤ 0, status), status 0 when every
-    prediction was finite and −1 when the run diverged (it then stops).
+    Returns (sum of the weighted losses s_i ℓ at the predictions made before
+    each update, number of those predictions with y·p ≤ 0, status), status 0
+    when every prediction was finite and −1 when the run diverged (it then stops).
     """
     # The scalars live in locals inside the loop (LLVM cannot keep array
     # elements of ``st`` in registers across the stores into v and A).
@@ -130,7 +132,9 @@ def sgd_epoch(
             break
         yi = y[i]
         lv, g = loss_and_dloss(loss_code, p, yi, loss_param)
-        loss_sum += lv
+        si = sw[i]
+        loss_sum += si * lv
+        g *= si  # the weighted example's gradient s_i ℓ'
         if yi * p <= 0.0:
             n_err += 1
         # regularization: w ← (1 − γλ) w, i.e. wDivisor ← wDivisor / (1 − γλ)

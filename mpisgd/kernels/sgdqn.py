@@ -76,13 +76,15 @@ def start(B, st, gamma0, lam, skip):
 
 
 @njit(cache=True, nogil=True)
-def sgdqn_epoch(indptr, indices, data, y, order, loss_code, loss_param, lam, skip, bias_gain,
+def sgdqn_epoch(indptr, indices, data, y, sw, order, loss_code, loss_param, lam, skip, bias_gain,
                 fit_intercept, regularize_bias, w, B, st):
     """One pass over the rows ``order`` of a CSR matrix (λ > 0, skip ≥ 1).
 
-    Returns (sum of the losses at the predictions made before each update,
-    number of those predictions with y·p ≤ 0, status), status 0 when every
-    prediction was finite and −1 when the run diverged (it then stops).
+    g is the weighted gradient s_i ℓ'(p, y), s_i = ``sw[i]`` the example's weight
+    (it cancels from the secant ratio). Returns (sum of the weighted losses s_i ℓ
+    at the predictions made before each update, number of those predictions with
+    y·p ≤ 0, status), status 0 when every prediction was finite and −1 when the
+    run diverged (it then stops).
     """
     t = st[T]
     b = st[BIAS]
@@ -106,7 +108,9 @@ def sgdqn_epoch(indptr, indices, data, y, order, loss_code, loss_param, lam, ski
             break
         yi = y[i]
         lv, g = loss_and_dloss(loss_code, p, yi, loss_param)
-        loss_sum += lv
+        si = sw[i]
+        loss_sum += si * lv
+        g *= si  # the weighted example's gradient s_i ℓ'
         if yi * p <= 0.0:
             n_err += 1
         # loss step: w ← w − g B x, b ← b − bias_gain β g
@@ -124,7 +128,7 @@ def sgdqn_epoch(indptr, indices, data, y, order, loss_code, loss_param, lam, ski
                 p1 = b
                 for k in range(lo, hi):
                     p1 += w[uint32(indices[k])] * data[k]
-                ratio = (dloss(loss_code, p1, yi, loss_param) - g) / g
+                ratio = (si * dloss(loss_code, p1, yi, loss_param) - g) / g
             nb = np.empty(hi - lo)  # B_ii on the coordinates of x, from the old B_ii
             for k in range(lo, hi):
                 j = uint32(indices[k])
