@@ -24,6 +24,7 @@ def test_the_estimators_defaults_are_mpisgd_defaults():
         assert (params["loss"], params["alpha"], params["algorithm"], params["eta0"]) == \
             (loss, defaults.ALPHA, defaults.ALGORITHM, defaults.ETA0), cls.__name__
         assert inspect.signature(cls).parameters["eta0"].default is defaults.ETA0
+        assert estimator._resolve_algorithm(cls()) == defaults.L2_ALGORITHM  # "auto" under L2
     assert estimator.DEFAULT_SCHEDULE == defaults.SCHEDULE
 
 
@@ -39,8 +40,8 @@ def test_train_and_simulate_take_the_same_defaults(command):
 
     learner = learner_args(parsed(command, "--synthetic", "disjunction"))
     assert (learner["loss"], learner["lam"], learner["schedule"], learner["average"], learner["eta0"]) == \
-        (defaults.CLASSIFIER_LOSS, defaults.ALPHA, defaults.SCHEDULE[defaults.ALGORITHM],
-         defaults.ALGORITHM == "asgd", None)  # None: calibrated
+        (defaults.CLASSIFIER_LOSS, defaults.ALPHA, defaults.SCHEDULE[defaults.L2_ALGORITHM], True,
+         None)  # None: calibrated
 
 
 def test_the_papers_setting_is_spelled_out_in_full():

@@ -161,7 +161,7 @@ def add_learner_arguments(g):
     g.add_argument("--loss", choices=sorted(LOSSES), default=defaults.CLASSIFIER_LOSS, help="loss ℓ(p, y)")
     g.add_argument("--lam", "--lambda", dest="lam", type=float, default=None,
                    help=f"L2 strength λ (default {defaults.ALPHA:g} with --rule sgd, else 0)")
-    g.add_argument("--schedule", choices=sorted(SCHEDULES), default=defaults.SCHEDULE[defaults.ALGORITHM],
+    g.add_argument("--schedule", choices=sorted(SCHEDULES), default=defaults.SCHEDULE[defaults.L2_ALGORITHM],
                    help="step-size schedule")
     g.add_argument("--eta0", type=float, default=defaults.ETA0,
                    help="first step γ0 of the schedule (default: calibrated)")
@@ -243,7 +243,7 @@ def learner_args(args):
             "lam": args.lam if args.lam is not None else defaults.ALPHA if sgd else 0.0,
             "t0": args.t0, "power": args.power,
             "fit_intercept": args.fit_intercept, "regularize_bias": args.regularize_bias,
-            "average": args.average if args.average is not None else sgd and defaults.ALGORITHM == "asgd",
+            "average": args.average if args.average is not None else sgd and defaults.L2_ALGORITHM == "asgd",
             "ties_are_errors": args.ties_are_errors,
             "rule": args.rule, "aggressiveness": args.aggressiveness, "gamma": args.gamma, "l1": args.l1,
             "compress": args.compress}
