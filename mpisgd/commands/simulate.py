@@ -52,8 +52,8 @@ def add_arguments(parser):
 
 
 def _configure(args):
-    """(the protocol, the learner's options, the source of rows, rounds, the
-    data's record); a mistake in the arguments is a UsageError."""
+    """(the protocol, the learner's options) from the arguments; a mistake in
+    them is a UsageError."""
     from mpisgd.errors import MpisgdError, UsageError
 
     try:

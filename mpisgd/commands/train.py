@@ -3,12 +3,14 @@
     mpiexec -n K python -m mpi4py -m mpisgd train SHARDS... --protocol dynamic ...
     mpiexec -n K python -m mpi4py -m mpisgd train --synthetic disjunction --rounds T ...
 
-Rank 0 prints a line about the run, shows progress (a bar on a
-terminal, periodic log lines otherwise; nothing with --quiet), and writes
-model.h5, report.json (with every option's value) and timeline.csv to --out. With --checkpoint-every or
---checkpoint-seconds every rank checkpoints to --out/checkpoints;
---resume DIR goes on from the newest complete checkpoint there
-(docs/RUNNING.md, "Checkpoint and resume").
+Rank 0 prints a line about the run, shows progress (a bar on a terminal,
+periodic log lines otherwise; nothing with --quiet), and writes model.h5,
+report.json (with every option's value) and timeline.csv to --out. With
+--checkpoint-every or --checkpoint-seconds every rank checkpoints to
+--out/checkpoints; --resume DIR goes on from the newest complete checkpoint
+there (docs/RUNNING.md, "Checkpoint and resume"). Where --eta0 is not given,
+rank 0 calibrates γ0 on its first rows (mpisgd.calibrate) and every rank
+takes it.
 """
 
 from mpisgd.commands.options import (LEARNER, add_data_arguments, add_learner_arguments, add_output_arguments,
