@@ -146,6 +146,7 @@ def test_bad_protocol_parameters(tmp_path, args, words):
         (["--rounds", "0"], "argument --rounds: must be >= 1, got 0"),
         (["--epochs", "2"], "--epochs counts passes over shards"),
         (["--rounds", "10", "--synthetic", "linear"], "give either SHARD files or --synthetic, not both"),
+        (["--rule", "pa", "--lam", "0.1"], "rule: 'pa' has no L2 shrink; use lam 0, got 0.1"),  # the learners'
     ],
 )
 def test_a_usage_error_is_printed_once_per_job_with_exit_2(tmp_path, n, args, message):

@@ -230,6 +230,7 @@ def learner_args(args):
     that does not step by γ0 gets 1.0, unused."""
     from mpisgd import defaults
     from mpisgd.errors import MpisgdError
+    from mpisgd.learners import OnlineLearners
     from mpisgd.protocol import SILENT
     from mpisgd.wire import check_compress
 
@@ -238,7 +239,7 @@ def learner_args(args):
         raise MpisgdError(f"compress: protocol {args.protocol!r} sends no models; use --compress none")
     sgd = args.rule == "sgd"
     steps_by_eta0 = sgd and args.schedule != "optimal"  # optimal: 1/(λ(t0 + t))
-    return {"loss": args.loss, "loss_param": args.loss_param, "schedule": args.schedule,
+    learner = {"loss": args.loss, "loss_param": args.loss_param, "schedule": args.schedule,
             "eta0": args.eta0 if args.eta0 is not None or steps_by_eta0 else 1.0,
             "lam": args.lam if args.lam is not None else defaults.ALPHA if sgd else 0.0,
             "t0": args.t0, "power": args.power,
@@ -247,6 +248,8 @@ def learner_args(args):
             "ties_are_errors": args.ties_are_errors,
             "rule": args.rule, "aggressiveness": args.aggressiveness, "gamma": args.gamma, "l1": args.l1,
             "compress": args.compress}
+    OnlineLearners(1, 1, **{**learner, "eta0": learner["eta0"] or 1.0})  # their own checks, before any work
+    return learner
 
 
 def calibrate_eta0(learner, source):
