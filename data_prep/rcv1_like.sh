@@ -18,7 +18,7 @@ Xtr, ytr, Xte, yte = rcv1_like(n_train, n_test, 47152, seed=seed)
 write_svmlight(os.path.join(out, "train.svm"), Xtr, ytr)
 write_svmlight(os.path.join(out, "test.svm"), Xte, yte)
 PYEOF
-$MPISGD prep "$OUT/rcv1_like/train.svm" --out "$OUT/rcv1_like" --name rcv1_like \
-    --split-name train --shards "$SHARDS" --n-features 47152 --zero-based false "$@"
-$MPISGD prep "$OUT/rcv1_like/test.svm" --out "$OUT/rcv1_like" --name rcv1_like \
-    --split-name test --shards 1 --n-features 47152 --zero-based false "$@"
+$MPISGD prep "$OUT/rcv1_like/train.svm" --out "$OUT/rcv1_like/train" --name rcv1_like \
+    --split-name train --overwrite --shards "$SHARDS" --n-features 47152 --zero-based false "$@"
+$MPISGD prep "$OUT/rcv1_like/test.svm" --out "$OUT/rcv1_like/test" --name rcv1_like \
+    --split-name test --overwrite --shards 1 --n-features 47152 --zero-based false "$@"

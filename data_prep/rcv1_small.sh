@@ -6,7 +6,7 @@
 source "$(dirname "$0")/_common.sh"
 D="$DATA/rcv1_ccat_subset"
 need "$D/rcv1_small.vw.bz2"; need "$D/rcv1_small_test.vw.bz2"
-$MPISGD prep "$D/rcv1_small.vw.bz2" --out "$OUT/rcv1_small" --name rcv1_small \
-    --split-name train --shards "$SHARDS" --n-features 47236 --zero-based false "$@"
-$MPISGD prep "$D/rcv1_small_test.vw.bz2" --out "$OUT/rcv1_small" --name rcv1_small \
-    --split-name test --shards 1 --n-features 47236 --zero-based false "$@"
+$MPISGD prep "$D/rcv1_small.vw.bz2" --out "$OUT/rcv1_small/train" --name rcv1_small \
+    --split-name train --overwrite --shards "$SHARDS" --n-features 47236 --zero-based false "$@"
+$MPISGD prep "$D/rcv1_small_test.vw.bz2" --out "$OUT/rcv1_small/test" --name rcv1_small \
+    --split-name test --overwrite --shards 1 --n-features 47236 --zero-based false "$@"

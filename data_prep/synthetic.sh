@@ -7,6 +7,6 @@
 source "$(dirname "$0")/_common.sh"
 SEED="${SEED:-0}"
 $MPISGD prep --synthetic disjunction --features 100 --learners "${K:-512}" \
-    --rounds "${T:-25000}" --seed "$SEED" --out "$OUT/disjunction-s$SEED" "$@"
+    --rounds "${T:-25000}" --seed "$SEED" --out "$OUT/disjunction-s$SEED" --overwrite "$@"
 $MPISGD prep --synthetic neuralnet --features 150 --learners "${K_NN:-1024}" \
-    --rounds "${T_NN:-2500}" --seed "$SEED" --dtype float32 --out "$OUT/neuralnet-s$SEED" "$@"
+    --rounds "${T_NN:-2500}" --seed "$SEED" --dtype float32 --out "$OUT/neuralnet-s$SEED" --overwrite "$@"

@@ -9,6 +9,7 @@ _LAZY = {
     "SGDClassifier": "mpisgd.estimator",
     "SGDRegressor": "mpisgd.estimator",
     "LinearModel": "mpisgd.model",
+    "load_model": "mpisgd.model",
     "OnlineKMeans": "mpisgd.kmeans",
 }
 __all__ = ["__version__", *_LAZY]

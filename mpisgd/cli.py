@@ -26,7 +26,7 @@ import time
 
 from mpisgd.errors import MpisgdError, UsageError
 
-COMMANDS = ("fit", "eval", "prep", "train", "simulate", "compare", "plot", "demo")
+COMMANDS = ("fit", "eval", "predict", "prep", "train", "simulate", "compare", "plot", "demo")
 # How long a rank with a usage error waits to hear that rank 0 found it too.
 USAGE_WAIT = 30.0
 _USAGE_TAG = 0x7573  # the point-to-point tag of that exchange

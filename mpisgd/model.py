@@ -8,8 +8,15 @@ the K labels; p_c(x) = w_c·x + b_c and the predicted class is the argmax.
 ``preprocessing`` records what was done to the rows before they reached the
 learner (``mpisgd prep`` shard attributes, ``mpisgd fit --normalize``):
 ``normalize`` ("l2" or "none"), ``zero_based_input``, ``n_features``,
-``source``, ``label_mapping``. ``preprocess`` applies it to new rows, so a
-test set is scored the way the training rows were seen.
+``source``, ``label_mapping``, ``vw_hash_bits`` (VW feature names hashed
+into 2^b features; 0 or absent: none). ``preprocess`` applies it to new rows.
+
+The contract: ``decision_function``, ``predict`` and ``evaluate`` take rows
+as the input file holds them (e.g. ``sklearn.datasets.load_svmlight_file``
+of the test file, with the model's ``n_features`` columns) and apply
+``preprocess`` themselves, so ``load_model(path).predict(X)`` scores X the
+way the training rows were seen. Rows already preprocessed (those of shards
+``prep --normalize`` wrote) are passed with ``preprocessed=True``.
 
 File layout (format version 2): dataset ``coef``; root attributes ``format``
 = "mpisgd-linear-model", ``format_version``, ``loss``, ``intercept`` (scalar
@@ -120,21 +127,28 @@ class LinearModel:
         X = sp.csr_matrix(X, dtype=np.float64)
         return normalize_rows(X) if self.preprocessing["normalize"] == "l2" else X
 
-    def decision_function(self, X):
-        """w·x + b for every row of X (scipy.sparse or dense, n_features columns),
-        taken as given (see ``preprocess``): (m,), or (m, K) one-versus-rest."""
-        if X.ndim != 2 or X.shape[1] != self.n_features:
+    def decision_function(self, X, preprocessed=False):
+        """w·x + b for every row x of ``preprocess(X)`` (X scipy.sparse or dense,
+        n_features columns, rows as the input file holds them; with
+        ``preprocessed``, X is taken as given): (m,), or (m, K) one-versus-rest."""
+        if not preprocessed:
+            X = self.preprocess(X)
+        elif X.ndim != 2 or X.shape[1] != self.n_features:
             raise MpisgdError(
                 f"X has {X.shape[-1] if X.ndim else 0} features, but the model expects "
                 f"{self.n_features}"
             )
         return np.asarray(X @ self.coef.T, dtype=np.float64) + self.intercept
 
-    def predict(self, X):
+    def predict(self, X, preprocessed=False):
         """Classifiers: the label of sign(w·x + b) (meta["classes"] = [label of −1,
         label of +1] when present, else ±1; 0 goes to −1), or of the largest
-        w_c·x + b_c one-versus-rest. Regressors: w·x + b."""
-        p = self.decision_function(X)
+        w_c·x + b_c one-versus-rest. Regressors: w·x + b. X and
+        ``preprocessed`` as in ``decision_function``."""
+        return self.labels_of(self.decision_function(X, preprocessed))
+
+    def labels_of(self, p):
+        """The predicted labels of scores ``p`` (``decision_function``'s)."""
         if not self.is_classifier:
             return p
         classes = self.meta.get("classes")
@@ -161,8 +175,8 @@ class LinearModel:
             return np.where(labels[:, None] == np.asarray(classes)[None, :], 1.0, -1.0)
         return np.where(labels == classes[1], 1.0, -1.0)
 
-    def evaluate(self, X, labels, where="data"):
-        """Score rows already preprocessed (``preprocess``) against their labels:
+    def evaluate(self, X, labels, where="data", preprocessed=False):
+        """Score rows (as in ``decision_function``) against their labels:
         {"examples", "loss": mean ℓ (one-versus-rest: Σ over the K binary
         problems), "error": error rate (classifiers; one-versus-rest: argmax ≠
         label), "cost": loss + λ/2 ‖w‖² (+ λ/2 b² with regularize_bias) when λ is known}."""
@@ -170,7 +184,7 @@ class LinearModel:
 
         y = self.targets(labels, where)
         param = float(self.meta.get("loss_param") or DEFAULT_PARAM.get(self.loss, 0.0))
-        p = self.decision_function(X)
+        p = self.decision_function(X, preprocessed)
         m = max(p.shape[0], 1)
         total, n_err = loss_error_sums(LOSSES[self.loss], p.ravel(), y.ravel(), param)
         out = {"examples": int(p.shape[0]), "loss": total / m}
@@ -249,3 +263,11 @@ class LinearModel:
             return cls(coef, intercept, loss_name, meta, preprocessing)
         except MpisgdError as exc:
             raise MpisgdError(f"{path}: {exc}") from None
+
+
+def load_model(path):
+    """The model saved at ``path`` by ``mpisgd fit``, ``mpisgd train`` or
+    ``LinearModel.save``. Its ``predict``/``decision_function`` take rows as the
+    input file holds them and apply the recorded preprocessing (L2
+    normalization) themselves: ``load_model(p).predict(X_test)``."""
+    return LinearModel.load(path)

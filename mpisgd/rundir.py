@@ -25,22 +25,16 @@ def refuse_to_replace(out, overwrite=False, files=RUN_FILES, allow="--overwrite"
 
 def start_train_run(out, overwrite, shards=(), test=None):
     """Rank 0 before ``mpisgd train`` learns: refuse an ``out`` holding a run
-    (unless ``overwrite``), a ``test`` path that does not exist, and shards
-    preprocessed differently, test shards of another width. Returns the
+    (unless ``overwrite``), shards preprocessed differently, and a ``test``
+    set that is not one for them (``evaluation.check_test_set``). Returns the
     shards' preprocessing record."""
-    from mpisgd.commands.eval import check_test_paths, shard_paths
-    from mpisgd.data.shard import open_shard, preprocessing_of
+    from mpisgd.data.shard import preprocessing_of
+    from mpisgd.evaluation import check_test_set
 
     refuse_to_replace(out, overwrite, allow="--overwrite (or --resume)")
-    if test is not None:
-        check_test_paths([test])
     preprocessing = preprocessing_of(shards)
-    if test is not None and shards:
-        for path in shard_paths([test]) or []:  # None: a LIBSVM file, checked as it is read
-            with open_shard(path) as shard:
-                if shard.n_features != preprocessing["n_features"]:
-                    raise MpisgdError(f"--test {path}: {shard.n_features} features, but the "
-                                      f"training shards have {preprocessing['n_features']}")
+    if test is not None:
+        check_test_set(test, preprocessing)
     return preprocessing
 
 
@@ -49,7 +43,7 @@ def complete_train_run(out, report, preprocessing, test=None):
     into out/model.h5 (their label mapping becomes the model's classes), score
     the final model on ``test`` (report["heldout"]: examples, loss, error, cost,
     data) and rewrite report.json."""
-    from mpisgd.commands.eval import score
+    from mpisgd.evaluation import score
     from mpisgd.metrics import write_report
     from mpisgd.model import LinearModel
 
@@ -63,7 +57,7 @@ def complete_train_run(out, report, preprocessing, test=None):
             model.meta["classes"] = [_number(back[-1]), _number(back[1])]
         model.save(path)
     if test is not None:
-        report["heldout"] = score(model, test)
+        report["heldout"] = score(model, test, option="--test")
         write_report(os.path.join(out, "report.json"), report)
 
 

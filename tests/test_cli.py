@@ -181,3 +181,32 @@ def test_simulate_takes_the_rcv1_like_stream(tmp_path):
                  "--protocol", "static", "--period", "4", "--out", str(out), "-q"]) == 0
     report = read_report(out / "report.json")
     assert report["examples"] == 100 and report["configuration"]["data"]["synthetic"] == "rcv1"
+
+
+def test_demo_without_matplotlib_exits_0_and_says_how_to_get_the_figures(tmp_path):
+    """A plain `pip install mpisgd` has no matplotlib: the demo prints its table, skips the
+    figures with one line naming the extra, and succeeds; `plot` says what it needs."""
+    import os
+
+    blocked = tmp_path / "site" / "matplotlib"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text("raise ImportError('matplotlib hidden by the test')\n")
+    env = dict(os.environ, NUMBA_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", "mpisgd", "demo", "--ranks", "2", "--rounds", "200",
+                           "--out", str(tmp_path / "demo"), "--quiet"], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == \
+        "figures skipped: matplotlib is not installed (pip install 'mpisgd[plot]' to draw them)"
+    assert not list((tmp_path / "demo").glob("*.png"))
+    done = subprocess.run([sys.executable, "-m", "mpisgd", "plot", str(tmp_path / "demo" / "none"),
+                           "--out", str(tmp_path / "fig")], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2 and "pip install 'mpisgd[plot]'" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", ["prep", "eval", "predict", "demo", "plot"])
+def test_help_stands_on_its_own(command):
+    """A pip install has no docs/ folder: help texts explain instead of citing its sections."""
+    text = help_of(command)
+    assert "§" not in text and "docs/ALGORITHMS" not in text, text

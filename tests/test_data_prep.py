@@ -60,6 +60,7 @@ def test_round_robin_and_contiguous(tmp_path):
         assert json.loads(attrs[k]["command"])["prep"]["shards"] == 3
     manifest = json.loads((out / "in.json").read_text())
     assert manifest["n_features"] == 45 and manifest["rows"] == 500
+    out = tmp_path / "contiguous"
     assert main(["prep", str(p), "--out", str(out), "--shards", "3", "--layout",
                  "contiguous", "--name", "c"]) == 0
     Xs, ys, _ = _read([out / f"c-{k:05d}.h5" for k in range(3)])
@@ -115,6 +116,7 @@ def test_zero_one_labels_are_mapped(tmp_path, capsys):
     assert np.array_equal(ys[0], np.where(y == 0, -1.0, 1.0))
     assert json.loads(attrs[0]["label_mapping"]) == {"0": -1, "1": 1}
     p.write_text("3.5 1:1\n-2 2:1\n")
+    out = tmp_path / "regression"
     assert main(["prep", str(p), "--out", str(out), "--task", "regression", "--name", "r"]) == 0
     assert np.array_equal(_read([out / "r-00000.h5"])[1][0], [3.5, -2])
 
@@ -268,18 +270,21 @@ def test_npz_input(tmp_path):
     assert (sp.vstack(Xs) != X).nnz == 0 and np.array_equal(np.concatenate(ys), y)
 
 
-def test_vw_input(tmp_path):
+def test_vw_input(tmp_path, capsys):
     p = tmp_path / "a.vw"
     p.write_text("1 |f 1:0.5 3:2\n-1 2.0 'tag|f 2:1 4\n")
     out = tmp_path / "out"
     assert main(["prep", str(p), "--out", str(out)]) == 0
     Xs, ys, _ = _read([out / "a-00000.h5"])
     assert Xs[0].toarray().tolist() == [[0.5, 0, 2, 0], [0, 1, 0, 1]] and ys[0].tolist() == [1, -1]
+    out = tmp_path / "hashed"
     assert main(["prep", str(p), "--out", str(out), "--vw-hash-bits", "4", "--name", "h"]) == 0
     Xs, _, _ = _read([out / "h-00000.h5"])
     assert Xs[0].shape == (2, 16) and Xs[0].nnz == 4
-    p.write_text("1 |f a:1\n")
-    assert main(["prep", str(p), "--out", str(out), "--name", "x"]) == 2
+    p.write_text("1 |f 1:1\n-1 |f a:1\n")
+    assert main(["prep", str(p), "--out", str(tmp_path / "x"), "--name", "x"]) == 2
+    assert "a.vw:2: non-numeric feature index ('a:1'): VW feature names that are not integers " \
+        "need hashing (--vw-hash-bits B)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("body,message", [
@@ -300,10 +305,10 @@ def test_vw_and_libsvm_copies_of_rcv1_agree(tmp_path):
     d = real_data("rcv1_ccat_subset")
     out = tmp_path / "out"
     for f, name in (("rcv1_small_test.vw.bz2", "vw"), ("rcv1_small_test.svm.bz2", "svm")):
-        assert main(["prep", str(d / f), "--out", str(out), "--name", name,
+        assert main(["prep", str(d / f), "--out", str(out / name), "--name", name,
                      "--n-features", "47236"]) == 0
-    (Xv,), (yv,), _ = _read([out / "vw-00000.h5"])
-    (Xs,), (ys,), _ = _read([out / "svm-00000.h5"])
+    (Xv,), (yv,), _ = _read([out / "vw" / "vw-00000.h5"])
+    (Xs,), (ys,), _ = _read([out / "svm" / "svm-00000.h5"])
     X, y = load_svmlight(d / "rcv1_small_test.svm.bz2", n_features=47236)
     assert (Xv != Xs).nnz == 0 and (Xs != X).nnz == 0 and np.array_equal(yv, y)
 

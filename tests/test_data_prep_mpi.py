@@ -59,14 +59,17 @@ def _make_input(d):
 def _same_shards(dir_a, dir_b):
     names = sorted(n for n in os.listdir(dir_a) if n.endswith(".h5"))
     assert names and names == sorted(n for n in os.listdir(dir_b) if n.endswith(".h5"))
+    runs = set()
     for n in names:
         with h5py.File(os.path.join(dir_a, n), "r") as a, h5py.File(os.path.join(dir_b, n)) as b:
             for ds in ("indptr", "indices", "data", "labels", "feature_sums"):
                 assert a[ds].dtype == b[ds].dtype
                 assert np.array_equal(a[ds][:], b[ds][:]), (n, ds)  # bit for bit
             for key in a.attrs:
-                if key not in ("command", "source"):
+                if key not in ("command", "source", "prep_run"):  # a run id per run
                     assert np.all(a.attrs[key] == b.attrs[key]), (n, key)
+            runs.add(a.attrs["prep_run"])
+    assert len(runs) == 1  # every rank wrote rank 0's run id
 
 
 @pytest.mark.mpi(min_size=2)

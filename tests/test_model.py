@@ -98,7 +98,7 @@ def test_one_versus_rest_model_round_trip_and_scores(tmp_path):
     np.testing.assert_array_equal(back.predict(X), ["a", "b", "c"])
     scored = back.evaluate(X, ["a", "c", "c"])
     assert scored["error"] == pytest.approx(1 / 3)
-    p = X @ coef.T + [0.0, 0.1, 0.0]
+    p = X / np.linalg.norm(X, axis=1, keepdims=True) @ coef.T + [0.0, 0.1, 0.0]  # normalize="l2"
     y = np.array([[1, -1, -1], [-1, -1, 1], [-1, -1, 1]])
     want = np.mean(np.sum(np.log1p(np.exp(-y * p)), axis=1))  # Σ over the problems, mean over rows
     assert scored["loss"] == pytest.approx(want, rel=1e-12)
@@ -118,3 +118,24 @@ def test_version_1_models_are_refused_with_the_reason(tmp_path):
         f.attrs["format_version"] = 1
     with pytest.raises(MpisgdError, match="version 1 does not record how the training rows were preprocessed"):
         LinearModel.load(path)
+
+
+def test_predict_takes_rows_as_the_file_holds_them(tmp_path):
+    """One contract: decision_function, predict and evaluate apply the recorded preprocessing;
+    rows already preprocessed say so. mpisgd.load_model gives the same model back."""
+    import mpisgd
+
+    m = LinearModel(np.array([1.0, -2.0, 0.5]), -0.1, "hinge", {"lambda": 0.1},
+                    {"normalize": "l2", "n_features": 3})
+    X = sp.csr_matrix(np.array([[30.0, 0.0, 40.0], [0.0, 0.5, 0.0], [0.05, 0.0, 0.0]]))
+    y = np.array([1.0, -1.0, -1.0])
+    Xn = normalize_rows(X)
+    np.testing.assert_allclose(m.decision_function(X), Xn @ m.coef - 0.1, rtol=1e-15)
+    np.testing.assert_array_equal(m.decision_function(Xn, preprocessed=True), Xn @ m.coef - 0.1)
+    np.testing.assert_array_equal(m.predict(X), [1.0, -1.0, 1.0])
+    assert not np.array_equal(m.predict(X, preprocessed=True), m.predict(X))  # raw rows score otherwise
+    assert m.evaluate(X, y) == m.evaluate(Xn, y, preprocessed=True)
+    assert m.evaluate(X, y)["error"] == pytest.approx(1 / 3)
+    m.save(tmp_path / "m.h5")
+    back = mpisgd.load_model(tmp_path / "m.h5")
+    np.testing.assert_array_equal(back.decision_function(X.toarray()), m.decision_function(X))

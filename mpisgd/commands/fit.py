@@ -13,7 +13,7 @@ def add_arguments(parser):
     from mpisgd.kernels.losses import LOSSES
     from mpisgd.kernels.schedules import SCHEDULES
 
-    parser.add_argument("train", help="training file (LIBSVM/svmlight; .gz/.bz2 ok)")
+    parser.add_argument("train", help="training file (LIBSVM/svmlight, or VW text named .vw; .gz/.bz2 ok)")
     parser.add_argument("--test", metavar="FILE", default=None, help="test file, scored every epoch")
     parser.add_argument("-o", "--output", metavar="MODEL", default="model.h5",
                         help="where to write the model (HDF5)")
@@ -55,6 +55,9 @@ def add_arguments(parser):
                         help="number of features (default: largest index in the training file)")
     parser.add_argument("--zero-based", choices=("auto", "true", "false"), default="auto",
                         help="feature index base of the files")
+    parser.add_argument("--vw-hash-bits", type=int, default=0, metavar="B",
+                        help="VW files: hash feature names into 2^B features, as `mpisgd prep` "
+                        "does (0: names must be integer indices)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the per-epoch shuffle")
     parser.add_argument("--shuffle", choices=("block", "full", "none"), default="block",
                         help="row order of every epoch: random chunks of rows, each streamed, "
@@ -68,15 +71,15 @@ def zero_based_arg(value):
     return {"auto": "auto", "true": True, "false": False}[value]
 
 
-def load(path, n_features, zero_based, normalize):
-    """Read a LIBSVM file (errors name the file) and optionally L2-normalize its rows."""
+def load(path, n_features, zero_based, normalize, hash_bits=0):
+    """Read a LIBSVM or VW file (errors name the file) and optionally L2-normalize its rows."""
     import numpy as np
 
-    from mpisgd.data.libsvm import load_svmlight
+    from mpisgd.data.sources import load_text
     from mpisgd.errors import MpisgdError
     from mpisgd.model import normalize_rows
 
-    X, y = load_svmlight(path, n_features=n_features, zero_based=zero_based)
+    X, y = load_text(path, n_features, zero_based, hash_bits)
     if X.shape[0] == 0:
         raise MpisgdError(f"{path}: no examples")
     if not np.all(np.isfinite(y)):
@@ -100,10 +103,10 @@ def run(args):
     refuse_to_replace(args.output, args.overwrite, files=None)
     zb = zero_based_arg(args.zero_based)
     start = time.perf_counter()
-    X, y = load(args.train, args.n_features, zb, args.normalize)
+    X, y = load(args.train, args.n_features, zb, args.normalize, args.vw_hash_bits)
     X_test = y_test = None
     if args.test:
-        X_test, y_test = load(args.test, X.shape[1], zb, args.normalize)
+        X_test, y_test = load(args.test, X.shape[1], zb, args.normalize, args.vw_hash_bits)
     load_seconds = time.perf_counter() - start
     classify = args.loss in CLASSIFICATION_LOSSES
     classes = None
@@ -183,6 +186,7 @@ def run(args):
         "n_features": int(X.shape[1]),
         "source": os.path.abspath(args.train),
         "label_mapping": {},
+        "vw_hash_bits": args.vw_hash_bits,
     }
     model.save(args.output)
     print(f"# model saved to {args.output}")

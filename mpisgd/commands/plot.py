@@ -35,6 +35,12 @@ def run(args):
     import os
 
     from mpisgd.errors import MpisgdError
+
+    try:
+        import matplotlib  # noqa: F401  (the plot extra)
+    except ImportError:
+        raise MpisgdError("plot draws with matplotlib, which is not installed: "
+                          "pip install 'mpisgd[plot]'") from None
     from mpisgd import plots
 
     os.makedirs(args.out, exist_ok=True)

@@ -5,6 +5,11 @@ Serial: ``mpisgd prep INPUT --out DIR --shards K``. Parallel:
 byte range of the input (cut at line starts) and the shards equal the serial
 ones. Synthetic streams: ``mpisgd prep --synthetic disjunction --learners K
 --rounds T --out DIR`` writes one shard per learner, rows aligned by round.
+
+``--out`` must be empty (or new): with ``--overwrite`` the shards an earlier
+``prep`` left there are removed first, and a folder holding anything else
+is refused (``data.shardset.claim_out_dir``). Every shard records the id of
+its run, so that ``train`` and ``eval`` refuse a set mixed from two runs.
 """
 
 HELP = "convert LIBSVM/VW/.npz data or a synthetic stream into HDF5 shards"
@@ -13,7 +18,9 @@ HELP = "convert LIBSVM/VW/.npz data or a synthetic stream into HDF5 shards"
 def add_arguments(p):
     p.add_argument("input", nargs="?", help="LIBSVM/svmlight (.gz/.bz2/.xz too), VW text, "
                    "or scipy .npz; omit with --synthetic")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", required=True, help="output folder (new or empty)")
+    p.add_argument("--overwrite", action="store_true", help="remove the shards an earlier prep "
+                   "wrote to --out first (a folder holding other files is refused)")
     p.add_argument("--name", help="shard file prefix (default: input file name)")
     p.add_argument("--format", default="auto", choices=("auto", "libsvm", "vw", "npz"),
                    help="input format (auto: .npz, .vw[.gz|.bz2|.xz], else LIBSVM)")
@@ -23,7 +30,8 @@ def add_arguments(p):
     p.add_argument("--n-features", type=int, help="declared feature count (default: "
                    "largest index + 1); larger indices are an error")
     p.add_argument("--task", default="binary", choices=("binary", "regression"),
-                   help="binary: labels ±1, or {0,1} mapped to ±1, anything else an error")
+                   help="binary: labels ±1, or {0,1} mapped to ±1, anything else an error (shards "
+                   "hold one binary task; `mpisgd fit` trains 3+ classes one-versus-rest)")
     p.add_argument("--vw-hash-bits", type=int, default=0, help="VW: hash feature names into "
                    "2^b features (0: names must be integer indices)")
     p.add_argument("--shards", type=int, default=1, help="number of (train) shards K")
@@ -41,8 +49,10 @@ def add_arguments(p):
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
                    help="stored value type (readers always return float64)")
     p.add_argument("--compression", default=None, choices=("none", "lzf", "gzip"),
-                   help="HDF5 chunk compression (default chosen by bench: see docs/FORMAT.md)")
-    g = p.add_argument_group("synthetic streams (docs/ALGORITHMS.md §4)")
+                   help="HDF5 compression (default none: contiguous datasets that train "
+                   "memory-maps, checksummed; lzf and gzip save space but read over 10x slower)")
+    g = p.add_argument_group("synthetic streams (Kamp et al.'s drifting disjunction and neural "
+                             "network, a drifting linear target, an RCV1-like set)")
     g.add_argument("--synthetic", choices=("disjunction", "neuralnet", "linear", "rcv1"),
                    help="write one shard per learner from this stream instead of an input")
     g.add_argument("--learners", type=int, default=4, help="learners (one shard each)")
@@ -51,6 +61,18 @@ def add_arguments(p):
     g.add_argument("--features", type=int, help="stream feature count (default per stream)")
     g.add_argument("--drift-prob", type=float, help="drift probability per round "
                    "(default per stream)")
+
+
+def _claim_out_dir(args):
+    """Rank 0 checks (and with --overwrite clears) --out before any rank writes."""
+    from mpisgd.data.shardset import claim_out_dir
+
+    comm = _comm()
+    if comm is None:
+        return claim_out_dir(args.out, args.overwrite)
+    if comm.Get_rank() == 0:
+        claim_out_dir(args.out, args.overwrite)  # an error here aborts the job
+    comm.Barrier()
 
 
 def _comm():
@@ -86,6 +108,7 @@ def run(args):
     binary = args.task == "binary"
     source = open_source(args.input, args.format, zb, args.n_features, binary,
                          args.vw_hash_bits)
+    _claim_out_dir(args)
     name = args.name or _stem(args.input)
     convert(source, args.out, name, n_shards=args.shards, layout=args.layout,
             shuffle_seed=args.shuffle_seed, normalize=args.normalize,
@@ -125,6 +148,9 @@ def _synthetic(args, compression):
             raise MpisgdError("prep: the rcv1 stream is stationary (no --drift-prob)")
         kw["drift_prob"] = args.drift_prob
     stream = cls(**kw)
+    from mpisgd.data.shardset import claim_out_dir
+
+    claim_out_dir(args.out, args.overwrite)  # rank 0 alone: the other ranks wait below
     paths = synthetic.write_learner_shards(stream, args.rounds, args.out,
                                            prefix=args.name or args.synthetic,
                                            dtype=args.dtype, compression=compression,

@@ -23,7 +23,7 @@ USAGE = "%(prog)s [SHARD ...] [--synthetic NAME] [options]  (--help, --help-all)
 
 def add_arguments(parser):
     parser.add_argument("shards", nargs="*", metavar="SHARD",
-                        help="HDF5 shards (mpisgd prep); each rank streams a contiguous block of them")
+                        help="HDF5 shards (mpisgd prep) or their folder; each rank streams a contiguous block of them")
     g = parser.add_argument_group("data")
     g.add_argument("--epochs", type=positive_int, default=1, help="passes over the shards")
     g.add_argument("--test", metavar="PATH", default=None,
@@ -211,12 +211,20 @@ def run(args):
 
     from mpisgd import rundir
     from mpisgd.commands.options import budget_line, calibrate_eta0, delta_auto_line, eta0_line, recorded
+    from mpisgd.errors import MpisgdError, UsageError
     from mpisgd.runner import train
 
     comm = MPI.COMM_WORLD
     size, rank = comm.Get_size(), comm.Get_rank()
     config = _config(args)
     central = config.protocol.central
+    if args.shards:  # files and folders to one checked shard set, on every rank
+        from mpisgd.data.shardset import resolve_shards
+
+        try:
+            args.shards = resolve_shards(args.shards, comm=comm)
+        except MpisgdError as exc:  # rank 0's error, on every rank: printed once
+            raise UsageError(str(exc)) from None
     if rank == 0:
         _check_out_dir(args.out)
         preprocessing = rundir.start_train_run(args.out, args.overwrite or args.resume, args.shards, args.test)

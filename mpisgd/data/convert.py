@@ -54,6 +54,7 @@ from mpisgd.atomic import atomic_path, write_error
 from mpisgd.data import libsvm
 from mpisgd.data.partition import block_range
 from mpisgd.data.shard import DEFAULT_COMPRESSION, ShardPart, ShardWriter
+from mpisgd.data.shardset import RUN_ATTR, new_run_id
 from mpisgd.data.synthetic import _key, _mix, _unit
 from mpisgd.errors import MpisgdError
 
@@ -189,6 +190,7 @@ def convert(source, out_dir, name, n_shards=1, layout="round-robin", shuffle_see
     """Convert ``source`` into shards under ``out_dir``; returns the manifest dict
     (also written as ``<out_dir>/<name>[-<split_name>].json``). Collective over ``comm``."""
     c = _Comm(comm)
+    run = c.allgather(new_run_id() if c.rank == 0 else None)[0]  # rank 0's, on every rank
     if n_shards < 1 or test_shards < 1:
         raise MpisgdError(f"shards: need at least one, got {n_shards} and {test_shards}")
     if layout not in ("round-robin", "contiguous"):
@@ -210,7 +212,7 @@ def convert(source, out_dir, name, n_shards=1, layout="round-robin", shuffle_see
     try:
         manifest = _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout,
                             shuffle_seed, normalize, test_fraction, test_shards, split_seed,
-                            split_name, n_features, binary, dtype, compression, command)
+                            split_name, n_features, binary, dtype, compression, command, run)
         done = True
     finally:
         if c.rank == 0:
@@ -225,19 +227,19 @@ def convert(source, out_dir, name, n_shards=1, layout="round-robin", shuffle_see
 
 def _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout, shuffle_seed,
              normalize, test_fraction, test_shards, split_seed, split_name, n_features, binary,
-             dtype, compression, command):
+             dtype, compression, command, run):
     piece = os.path.join(tmp, f"parsed.{c.rank:06d}")  # this rank's binary piece (its fields' prefix)
     counts = source.counts(start, stop) if shuffle_seed is None else None
     writer = counted = None
     if counts is not None:
         writer, counted = _count(source, counts, piece, c, n_shards, layout, normalize,
                                  test_fraction, test_shards, split_seed, split_name, n_features,
-                                 binary, dtype, compression, command, out_dir, name)
+                                 binary, dtype, compression, command, run, out_dir, name)
     try:
         return _parse_and_write(source, out_dir, name, c, say, start, stop, piece, counted,
                                 writer, n_shards, layout, shuffle_seed, normalize, test_fraction,
                                 test_shards, split_seed, split_name, n_features, binary, dtype,
-                                compression, command)
+                                compression, command, run)
     except BaseException:
         if writer is not None:
             writer.abort()
@@ -245,7 +247,7 @@ def _convert(source, out_dir, name, tmp, c, say, start, stop, n_shards, layout, 
 
 
 def _count(source, counts, piece, c, n_shards, layout, normalize, test_fraction, test_shards,
-           split_seed, split_name, n_features, binary, dtype, compression, command, out_dir,
+           split_seed, split_name, n_features, binary, dtype, compression, command, run, out_dir,
            name):
     """The count pass: count this rank's rows (their lengths into the piece's
     ``lens`` field) and, if the counts of every rank predict a good input,
@@ -279,7 +281,7 @@ def _count(source, counts, piece, c, n_shards, layout, normalize, test_fraction,
                              split_seed, split_name)
     except MpisgdError:
         return None, counted
-    attrs = _attrs(source.path, mapping, command, zero_based, normalize, None, layout,
+    attrs = _attrs(source, mapping, command, run, zero_based, normalize, None, layout,
                    test_fraction, split_seed)
     return _InPlace(c, piece, row0, j0, splits, shift, mapping, layout, test_fraction,
                     split_seed, out_dir, name, nf, dtype, compression, attrs), counted
@@ -327,7 +329,7 @@ def _decide(source, n_features, binary, total):
             raise MpisgdError(
                 f"{path}:{line}: more than two classes for a binary task (labels -1, 0 and 1 "
                 f"all occur; first -1 on line {total.first_neg}, first 0 on line "
-                f"{total.first_zero})"
+                f"{total.first_zero}); {libsvm.BINARY_WHY}"
             )
         mapping = {"0": -1, "1": 1} if total.first_zero else {"-1": -1, "1": 1}
     return shift, zero_based, nf, why, mapping
@@ -352,11 +354,12 @@ def _splits(c, path, every, row0, n_shards, test_fraction, test_shards, split_se
     return splits, j0
 
 
-def _attrs(path, mapping, command, zero_based, normalize, shuffle_seed, layout, test_fraction,
-           split_seed):
-    """The shards' provenance attributes."""
+def _attrs(source, mapping, command, run, zero_based, normalize, shuffle_seed, layout,
+           test_fraction, split_seed):
+    """The shards' provenance attributes (``run``: the id of this prep run)."""
     return {
-        "source": os.path.abspath(path), "label_mapping": mapping, "command": command,
+        "source": os.path.abspath(source.path), "label_mapping": mapping, "command": command,
+        RUN_ATTR: run, "vw_hash_bits": int(getattr(source, "hash_bits", 0)),
         "zero_based_input": bool(zero_based), "normalized": bool(normalize),
         "shuffle_seed": -1 if shuffle_seed is None else int(shuffle_seed),
         "layout": layout, "test_fraction": float(test_fraction),
@@ -366,7 +369,7 @@ def _attrs(path, mapping, command, zero_based, normalize, shuffle_seed, layout, 
 
 def _parse_and_write(source, out_dir, name, c, say, start, stop, piece, counted, writer, n_shards,
                      layout, shuffle_seed, normalize, test_fraction, test_shards, split_seed,
-                     split_name, n_features, binary, dtype, compression, command):
+                     split_name, n_features, binary, dtype, compression, command, run):
     path = source.path
     # The parse: check everything; the rows go to the shards (``writer``), or to
     # the binary piece (input not counted), or nowhere (counted, predicted bad).
@@ -407,7 +410,7 @@ def _parse_and_write(source, out_dir, name, c, say, start, stop, piece, counted,
     if mapping.get("0") == -1:
         say("prep: labels {0, 1} mapped to {-1, +1}")
 
-    attrs = _attrs(path, mapping, command, zero_based, normalize, shuffle_seed, layout,
+    attrs = _attrs(source, mapping, command, run, zero_based, normalize, shuffle_seed, layout,
                    test_fraction, split_seed)
     if writer is not None:  # the rows are written: publish the shards
         files = writer.close()
@@ -444,7 +447,7 @@ def _parse_and_write(source, out_dir, name, c, say, start, stop, piece, counted,
     manifest = {
         "format": "mpisgd-shards", "name": name, "n_features": nf, "source": os.path.abspath(path),
         "rows": total.rows, "nnz": total.nnz, "zero_based_input": bool(zero_based),
-        "label_mapping": mapping, "command": command,
+        "label_mapping": mapping, "command": command, RUN_ATTR: run,
         "splits": {(sname or "all"): {"rows": m, "shards": [os.path.basename(shards[(s, k)])
                                                               for k in range(K)]}
                    for s, (sname, m, K) in enumerate(splits)},

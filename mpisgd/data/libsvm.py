@@ -39,6 +39,10 @@ _MESSAGES = {
     E_BEYOND: "feature index beyond n_features",
     E_CLASS: "label is not a binary class (expected -1/+1, or 0/1)",
 }
+# Why a binary task refuses other labels (``prep``: shards hold one binary task).
+BINARY_WHY = ("shards hold one binary task, as `mpisgd train` learns one linear model: train "
+              "3 or more classes one-versus-rest in one process with `mpisgd fit`, or give "
+              "--task regression for real-valued labels")
 
 # Slots of the ``stats`` array the parser fills.
 S_ROWS, S_NNZ, S_LINES, S_MIN, S_MAX, S_ERR, S_ERR_LINE, S_ERR_POS = range(8)
@@ -539,6 +543,8 @@ def iter_parsed(path, zero_based="auto", n_features=None, start=0, stop=None,
             code = int(st[S_ERR])
             tok = _token(buf, n, int(st[S_ERR_POS]))
             detail = f" ({tok!r})" if code != E_DUPLICATE else ""
+            if code == E_CLASS:
+                detail += f"; {BINARY_WHY}"
             if code == E_BEYOND:
                 detail += f"; n_features is {n_features}" if n_features else "; beyond int32"
             raise ParseError(path, lines + int(st[S_ERR_LINE]), _MESSAGES[code] + detail)
@@ -633,8 +639,16 @@ def load_svmlight(path, n_features=None, zero_based="auto"):
             indices -= shift
         indptr[0] = 0
         return _csr(indptr, indices, data, total.rows, nf), y
+    return assemble(path, iter_parsed(path, zero_based, n_features), zero_based, n_features)
+
+
+def assemble(path, chunks, zero_based="auto", n_features=None):
+    """``(X, y)`` as ``load_svmlight`` returns them, from the ``(indptr,
+    indices, data, y, stats)`` blocks of a parse (``iter_parsed``, or a
+    ``sources`` reader's ``chunks``) with raw indices."""
+    total = ParseStats()
     parts = []
-    for indptr, indices, data, y, stats in iter_parsed(path, zero_based, n_features):
+    for indptr, indices, data, y, stats in chunks:
         parts.append((indptr, indices, data, y))
         total.merge(stats)
     shift, _, nf, _ = resolve_base(path, zero_based, n_features, total)

@@ -694,6 +694,7 @@ class Shard:
             "n_features": self.n_features,
             "source": self.attrs.get("source", ""),
             "label_mapping": json.loads(mapping) if mapping else {},
+            "vw_hash_bits": int(self.attrs.get("vw_hash_bits", 0)),
         }
 
     @property
@@ -798,7 +799,7 @@ def _file_key(path):
 def preprocessing_of(paths):
     """The preprocessing record shared by the shards ``paths``; shards that were
     preprocessed differently (normalization, index base, n_features, label
-    mapping) are an error naming two of them."""
+    mapping, VW hashing) are an error naming two of them."""
     first = first_path = None
     sources = []
     for path in paths:

@@ -136,15 +136,30 @@ class VWSource(LibsvmSource):
     def __init__(self, path, zero_based="auto", n_features=None, binary=True, hash_bits=0):
         super().__init__(path, zero_based, n_features, binary)
         self.hash_bits = int(hash_bits)
+        if not 0 <= self.hash_bits <= 30:  # 2^b features in int32 indices
+            raise MpisgdError(f"--vw-hash-bits must lie in 0..30, got {hash_bits}")
         if self.hash_bits:
             self.zero_based = True
 
     def chunks(self, start=0, stop=None):
         if not self.hash_bits:
             # Integer feature names: rewrite to LIBSVM and use the numba parser.
-            return libsvm.iter_parsed(self.path, self.zero_based, self.n_features, start, stop,
-                                      self.binary, transform=self._transform)
+            return self._hinted(libsvm.iter_parsed(self.path, self.zero_based, self.n_features,
+                                                   start, stop, self.binary,
+                                                   transform=self._transform))
         return self._chunks_hashed(start, stop)
+
+    @staticmethod
+    def _hinted(chunks):
+        """The blocks of ``chunks``; a feature name that is not an integer says
+        that such names need hashing."""
+        try:
+            yield from chunks
+        except libsvm.ParseError as exc:
+            if not exc.what.startswith(libsvm._MESSAGES[libsvm.E_INDEX]):
+                raise
+            raise libsvm.ParseError(exc.path, exc.line, f"{exc.what}: VW feature names that are "
+                                    "not integers need hashing (--vw-hash-bits B)") from None
 
     def counts(self, start=0, stop=None):
         return None  # the rows are known once the text is rewritten, i.e. parsed
@@ -185,7 +200,8 @@ class VWSource(LibsvmSource):
                 raise libsvm.ParseError(self.path, lineno, "unparseable label")
             if self.binary:
                 if y not in (-1.0, 0.0, 1.0):
-                    raise libsvm.ParseError(self.path, lineno, libsvm._MESSAGES[libsvm.E_CLASS])
+                    raise libsvm.ParseError(self.path, lineno, f"{libsvm._MESSAGES[libsvm.E_CLASS]}; "
+                                                            f"{libsvm.BINARY_WHY}")
                 if y == -1.0 and not st.first_neg:
                     st.first_neg = k + 1
                 if y == 0.0 and not st.first_zero:
@@ -317,7 +333,7 @@ class NpzSource:
                 if not ok.all():
                     row = r0 + int(np.flatnonzero(~ok)[0])
                     raise MpisgdError(f"{self.path}: row {row}: "
-                                      f"{libsvm._MESSAGES[libsvm.E_CLASS]}")
+                                      f"{libsvm._MESSAGES[libsvm.E_CLASS]}; {libsvm.BINARY_WHY}")
                 neg, zero = np.flatnonzero(y == -1), np.flatnonzero(y == 0)
                 st.first_neg = int(neg[0]) + 1 if len(neg) else 0
                 st.first_zero = int(zero[0]) + 1 if len(zero) else 0
@@ -340,3 +356,28 @@ def open_source(path, fmt="auto", zero_based="auto", n_features=None, binary=Tru
     if fmt == "libsvm":
         return LibsvmSource(path, zero_based, n_features, binary)
     raise MpisgdError(f"format: expected auto, libsvm, vw or npz, got {fmt!r}")
+
+
+def load_text(path, n_features=None, zero_based="auto", hash_bits=0, stop=None):
+    """``(X, y)`` of a LIBSVM/svmlight or Vowpal Wabbit text file (plain or
+    compressed; VW by its name, ``.vw[.gz|.bz2|.xz]``, as ``prep`` decides),
+    read into memory as ``libsvm.load_svmlight`` reads LIBSVM: X CSR float64,
+    y the labels as written. VW feature names are hashed into 2^``hash_bits``
+    features as ``prep --vw-hash-bits`` hashes them (0: integer indices).
+    ``stop``: only the lines that begin before this byte of the text (a
+    quick look at a file's first lines). Errors name ``file:line``."""
+    path = str(path)
+    if not os.path.exists(path):
+        raise MpisgdError(f"{path}: no such file")
+    fmt = detect_format(path)
+    if fmt == "npz":
+        raise MpisgdError(f"{path}: a .npz is read by `mpisgd prep` only: convert it to shards")
+    if fmt == "libsvm" and stop is None:
+        return libsvm.load_svmlight(path, n_features, zero_based)
+    if fmt == "libsvm":
+        source = LibsvmSource(path, zero_based, n_features, binary=False)
+    else:
+        source = VWSource(path, zero_based, n_features, binary=False, hash_bits=hash_bits)
+        if hash_bits and n_features is None:
+            n_features = 1 << int(hash_bits)
+    return libsvm.assemble(path, source.chunks(0, stop), source.zero_based, n_features)

@@ -638,6 +638,7 @@ def write_learner_shards(stream, n_rounds, out_dir, prefix=None, batch_rounds=10
     import os
 
     from mpisgd.data.shard import DEFAULT_COMPRESSION, ShardWriter
+    from mpisgd.data.shardset import RUN_ATTR, new_run_id
 
     prefix = prefix or stream.name
     k = stream.n_learners
@@ -646,7 +647,7 @@ def write_learner_shards(stream, n_rounds, out_dir, prefix=None, batch_rounds=10
     drifts = stream.drifts(n_rounds).tolist()
     attrs = {"source": f"synthetic:{stream.name}", "stream": stream.params(),
              "drifts": drifts, "n_rounds": n_rounds, "label_mapping": {"-1": -1, "1": 1},
-             "command": command, "shard_count": k}
+             "command": command, "shard_count": k, RUN_ATTR: new_run_id()}
     for g0 in range(0, k, group):
         members = np.arange(g0, min(k, g0 + group))
         writers = []
