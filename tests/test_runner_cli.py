@@ -216,14 +216,16 @@ def test_n_features_differ_across_shards(tmp_path):
     assert "7" in done.stderr and "12" in done.stderr
 
 
-def test_error_on_one_rank_ends_the_job(tmp_path):
-    """A corrupt shard that only rank 2 opens: that rank's message, non-zero exit, no hang."""
+def test_a_corrupt_shard_that_rank_2_would_stream_is_refused_once_before_learning(tmp_path):
+    """Rank 0 checks the whole shard set (mpisgd.data.shardset) and every rank
+    raises its error: one message, exit 2, no hang, no --out."""
     paths = write_shards(tmp_path, [40, 40])
     bad = tmp_path / "broken.h5"
     bad.write_bytes(b"not an HDF5 file at all")
     done = mpisgd(3, "train", *paths, str(bad), "--out", tmp_path / "r", timeout=60)
-    assert done.returncode != 0
-    assert "rank 2" in done.stderr and "broken.h5" in done.stderr
+    assert done.returncode == 2
+    assert done.stderr.count(f"SHARD {bad}: not a shard") == 1, done.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_error_mid_run_on_one_rank_ends_the_job(tmp_path):
