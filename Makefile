@@ -60,7 +60,7 @@ test-properties: $(STAMP)
 test-slurm: $(STAMP)
 	$(PYTEST) -p no:cacheprovider --durations=5 tests/test_slurm.py
 
-# Full-size benchmarks (tens of minutes; results and how to read them in bench/README.md).
+# Full-size benchmarks (tens of minutes; what each measures: bench/README.md; results: docs/RESULTS.md).
 bench: $(STAMP)
 	NUMBA_NUM_THREADS=1 $(PY) bench/bench_kernels.py
 	NUMBA_NUM_THREADS=1 $(PY) bench/bench_data.py
@@ -73,7 +73,7 @@ clean:
 # Kamp et al. 2014 and beyond, through the simulator (docs/REPRODUCTION.md):
 # results, tables and figures under runs/reproduce.
 reproduce: $(STAMP)
-	NUMBA_NUM_THREADS=1 $(PY) bench/reproduce.py --out runs/reproduce --jobs 2
+	NUMBA_NUM_THREADS=1 $(PY) bench/reproduce/reproduce.py --out runs/reproduce --jobs 2
 
 # Debian's Open MPI and .venv-mpi with mpi4py built against it: the README's
 # "Using a cluster's MPI" lines, as CI runs them (root; a few minutes the first time).

@@ -1,4 +1,4 @@
-"""Issue 15's algorithms against their references, in one process.
+"""SGD-QN, the Lasso, online k-means and the PA and RDA rules against their references, in one process.
 
     python bench/bench_algorithms.py fig2   --out runs/algorithms   # SGD, SGD-QN, ASGD (Bottou's Fig. 2)
     python bench/bench_algorithms.py lasso  --out runs/algorithms   # L1 vs scikit-learn's SGDRegressor
@@ -204,7 +204,7 @@ def lasso(args):
                     "sklearn": SkRegressor(penalty="l1", alpha=lam, learning_rate="invscaling",
                                            tol=None, random_state=0, **sched, **kw),
                 }
-            # one fit of all the epochs each and a partial_fit per epoch (before issue 13's
+            # one fit of all the epochs each and a partial_fit per epoch (before the
             # copy-free order, each partial_fit call paid a shuffled copy of the rows), interleaved
             fit_seconds = {who: cpu(lambda: est.fit(X, y)) / args.lasso_epochs
                            for who, est in models(max_iter=args.lasso_epochs).items()}
@@ -224,7 +224,7 @@ def lasso(args):
 
 def lasso_parts(args):
     """Where a ``partial_fit`` epoch of the L1 estimator goes on RCV1-like: drawing the
-    "block" order (mpisgd.kernels.order: copy-free since issue 13's chunked order; it
+    "block" order (mpisgd.kernels.order: copy-free since the chunked order; it
     replaced a shuffled copy of the rows per call), the kernel's epoch in that order,
     over the rows in a fresh permutation ("full") and in file order, and
     scikit-learn's whole ``partial_fit``; ``--rounds-lasso`` rounds, interleaved."""

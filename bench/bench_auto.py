@@ -127,7 +127,7 @@ def main():
 
 
 def target_lines(per_seed, seeds):
-    """Issue 11's target for --delta auto, seed by seed: errors ≤ 1.01× static b=8's, and bytes ≤ 1.5×
+    """The target for --delta auto, seed by seed: errors ≤ 1.01× static b=8's, and bytes ≤ 1.5×
     those of the best hand-picked Δ (the fewest bytes among the Δ within 1 % of static's errors)."""
     lines = []
     for auto in [name for name in per_seed[0] if name.startswith("auto c=")]:

@@ -9,8 +9,8 @@ floor in file order and in random order.
 
 A row's time is one whole ``fit`` of ``--epochs`` epochs divided by the
 epochs, so that everything a fit does counts (input validation, mpisgd's γ0
-calibration and, for "block", drawing its chunked order every epoch; since
-issue 13's copy-free order "block" copies nothing); the median over
+calibration and, for "block", drawing its chunked order every epoch; the
+copy-free order "block" copies nothing); the median over
 ``--rounds`` fits. The floor is a numba loop that only computes each row's
 dot product with a dense w (in random order: a fresh permutation per epoch,
 its drawing included); the "dot product + update" floor also adds g·x_i to w
@@ -25,8 +25,7 @@ The fits run round robin (one fit of every row per round, after a warm-up
 that compiles everything), so that load changes hit all rows alike; the last
 column is each row's spread (max/min); "of which system" is the kernel's share
 of the thread's time (page faults of fresh memory).
-Prints a markdown table (for bench/README.md, section "Kernels"; the copy-free
-"block" order's run: "Copy-free block order (issue 13)") and the cold
+Prints a markdown table (docs/RESULTS.md, "Against scikit-learn") and the cold
 (empty numba cache) and warm start-up times of a small `fit` in a fresh process.
 """
 

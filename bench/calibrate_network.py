@@ -1,6 +1,6 @@
 """Measure this machine's α and β for the "shm" preset of mpisgd/netmodel.py (docs/NETWORK.md).
 
-    NUMBA_NUM_THREADS=1 .venv/bin/python bench/calibrate_network.py [--repeats 7]
+    NUMBA_NUM_THREADS=1 .venv/bin/python bench/calibrate_network.py [--repeats 7] [--out mpisgd/shm_network.json]
 
 Starts ``mpiexec -n 2`` of itself (the venv's MPICH, shared memory, through mpi4py as mpisgd
 uses it). Rank 0 and 1 time a ping-pong (Send/Recv of m bytes there and back; half the round
@@ -12,10 +12,16 @@ the large ones β); the two-rank Allreduce, one exchange step, gives a collectiv
 CPUs); γ is the time per byte of np.add on float64 vectors of ≥ 32 KiB (the
 reduction's arithmetic), o the time of one small Isend call (the sender's overhead). The sizes are
 interleaved within each batch so that the machine's load hits them alike. Prints the fitted
-numbers and a Markdown table with the two-rank Allreduce against the model's prediction.
+numbers and a Markdown table with the two-rank Allreduce against the model's prediction; with
+``--out FILE`` also writes them as JSON with their provenance (command, machine, MPI library,
+date, load average): mpisgd/shm_network.json, the file mpisgd/netmodel.py reads, is one.
 """
 
 import argparse
+import datetime
+import json
+import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -31,7 +37,7 @@ def batch_count(m):
     return max(20, min(2000, int(4e7 // max(m, 1) // 8)))
 
 
-def worker(repeats):
+def worker(repeats, out):
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
@@ -85,7 +91,7 @@ def worker(repeats):
             isend.append(spent / 500)
     if rank == 0:
         med = statistics.median
-        report([(m, med(pingpong[m]), med(allreduce[m]), med(reduce_op[m])) for m in SIZES], med(isend))
+        report([(m, med(pingpong[m]), med(allreduce[m]), med(reduce_op[m])) for m in SIZES], med(isend), out)
 
 
 def fit(sizes, times):
@@ -96,7 +102,7 @@ def fit(sizes, times):
     return alpha, beta
 
 
-def report(rows, isend):
+def report(rows, isend, out):
     from mpisgd.netmodel import Network
 
     sizes = np.array([r[0] for r in rows], dtype=float)
@@ -115,18 +121,43 @@ def report(rows, isend):
     for m, pp, ar, add in rows:
         print(f"| {m} | {pp * 1e6:.2f} | {net.p2p(m) * 1e6:.2f} | {ar * 1e6:.2f} | {net.allreduce(2, m) * 1e6:.2f} "
               f"| {add * 1e6:.2f} |")
+    if out:
+        write_preset(out, net)
+
+
+def write_preset(path, net):
+    """The preset as mpisgd/netmodel.py reads it, with where, how and when it was measured."""
+    from mpi4py import MPI
+
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               platform.processor())
+    preset = {"name": net.name, "alpha": net.alpha, "beta": net.beta, "step_alpha": net.step_alpha,
+              "step_beta": net.step_beta, "o": net.o, "gamma": net.gamma,
+              "provenance": {
+                  "command": "NUMBA_NUM_THREADS=1 .venv/bin/python " + " ".join(
+                      ["bench/calibrate_network.py"] + [a for a in sys.argv[1:] if a != "--worker"]),
+                  "machine": f"{os.cpu_count()}-core {cpu}, {platform.system()} {platform.release()}; "
+                             f"{MPI.Get_library_version().splitlines()[0]}, mpiexec -n 2",
+                  "measured": f"{datetime.date.today().isoformat()}, load average "
+                              f"{os.getloadavg()[0]:.1f} at the end of the run",
+                  "how": "one run of the command: each parameter the fit of its medians over the batches"}}
+    Path(path).write_text(json.dumps(preset, indent=2, ensure_ascii=False) + "\n")
+    print(f"wrote {path}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", default=None, help="also write the preset and its provenance to this JSON file")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.repeats)
+        worker(args.repeats, args.out)
         return
     mpiexec = str(Path(sys.executable).parent / "mpiexec")
     cmd = [mpiexec, "-n", "2", sys.executable, "-m", "mpi4py", __file__, "--worker", "--repeats", str(args.repeats)]
+    if args.out:
+        cmd += ["--out", str(Path(args.out).resolve())]
     print("$", " ".join(cmd))
     sys.exit(subprocess.run(cmd).returncode)
 

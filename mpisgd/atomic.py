@@ -2,10 +2,13 @@
 mpisgd (models, reports, timelines, checkpoints, shards, manifests, plots)
 is written under a temporary name beside its target and renamed into place.
 A failure to write (a full disk, a lost permission) is an ``MpisgdError``
-naming the target, and leaves the target as it was."""
+naming the target, and leaves the target as it was. Files that belong
+together (a run's model, timeline and report) are written as a set
+(``file_set``), the last one the proof that the set is complete."""
 
 import os
 import re
+import shutil
 import tempfile
 from contextlib import contextmanager
 
@@ -80,3 +83,36 @@ def atomic_path(path, fsync=False):
         out.discard()
         raise
     out.commit()
+
+
+STAGING = ".incomplete-"  # prefix of a file set's staging directory (``file_set``)
+
+
+@contextmanager
+def file_set(directory, names):
+    """Write the files ``names`` of ``directory`` as one set: yields {name:
+    path} in a fresh staging directory inside ``directory``; once the block
+    has written them all, they are renamed into ``directory`` in the order
+    of ``names``. The last one is the proof that the set is complete: its
+    previous version is removed before the others are renamed and it comes
+    last, so that it never stands beside files of another set. On a failure
+    the staging directory is removed and ``directory`` is as it was; a
+    process killed meanwhile leaves a staging directory (``STAGING``) and,
+    at worst, some of the new files without the proof."""
+    try:
+        staging = tempfile.mkdtemp(prefix=STAGING, dir=directory)
+    except OSError as exc:
+        raise write_error(os.path.join(directory, names[-1]), exc) from None
+    try:
+        yield {name: os.path.join(staging, name) for name in names}
+        proof = os.path.join(directory, names[-1])
+        if os.path.exists(proof):
+            os.unlink(proof)
+        for name in names:
+            os.replace(os.path.join(staging, name), os.path.join(directory, name))
+    except OSError as exc:
+        raise write_error(os.path.join(directory, names[-1]), exc) from None
+    except MpisgdError as exc:  # a writer's error names the file it was writing: name its target
+        raise MpisgdError(str(exc).replace(staging, os.fspath(directory))) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

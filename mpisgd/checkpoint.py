@@ -28,10 +28,18 @@ signalled follower tells rank 0 (STOP), and rank 0, signalled, told or late
 (``late``), starts a cut; at the cut the ranks agree on the stop
 (``agree_stop``). On a stop every rank checkpoints at that round and the run
 ends with ``Stopped`` (exit code ``EXIT_STOPPED``), so no work is lost and
-``--resume`` goes on from there. A rank that has not seen the ranks agree on
-the stop ``grace`` seconds after its signal (a rank stuck or gone: the
-agreement never comes) ends at once with 128 + the signal's number and no
-checkpoint, which ends the job instead of leaving it hung.
+``--resume`` goes on from there. A rank still alive ``grace`` seconds after
+its signal (a rank stuck or gone: the agreement never comes) is ended by its
+watchdog (``mpisgd.watchdog``), which ends the job instead of leaving it
+hung, and leaves the newest complete checkpoint as it was.
+
+Every rank file carries its round, the run's id (drawn when a run starts,
+kept by its resumes) and the SHA-256 of the run's configuration; ``restore``
+checks them against the manifest on every rank, and the ranks agree (one
+gather) on the result before any goes on: a rank file of another checkpoint
+or another run is refused by every rank with the same message. ``--resume``
+goes on from the newest intact checkpoint, and says which ones it passed
+over and why.
 
 The collectives of checkpointing (the decision, the barriers) use the raw
 communicator: they are not counted, so a resumed sync-mode run reports the
@@ -47,24 +55,25 @@ import re
 import shutil
 import signal
 import sys
-import threading
 import time
+import uuid
 
 import numpy as np
 
 from mpisgd.atomic import atomic_path
 from mpisgd.errors import MpisgdError
+from mpisgd.watchdog import STOP_SIGNALS, arm
 
-FORMAT_VERSION = 5  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
+FORMAT_VERSION = 6  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
 # 3: the transport's result counts (async mode) and the time spent waiting; 4: --delta auto's record
 # names its formula (rda has a rule of its own), and Δ and the --budget record as steered;
-# SHA-256 digests of every dataset and of the attributes; 5: the non-zeros learned (--budget)
+# SHA-256 digests of every dataset and of the attributes; 5: the non-zeros learned (--budget);
+# 6: the run's id (manifest and rank files) and the configuration's SHA-256 (rank files)
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out
 EXIT_STOPPED = 75  # stopped by a signal after a complete checkpoint: resume to go on (EX_TEMPFAIL)
-STOP_SIGNALS = (signal.SIGTERM,)
-STOP_GRACE = 120.0  # seconds from a stop signal to the agreement on the stop, else the rank ends (--stop-grace)
+STOP_GRACE = 120.0  # seconds from a stop signal to the end of the run, else its watchdog ends it (--stop-grace)
 
 _ROUND = re.compile(r"^round-(\d+)$")
 
@@ -81,6 +90,11 @@ def fingerprint(config, ranks, data):
     if "shards" in data:
         data["shards"] = [os.path.basename(os.fspath(p)) for p in data["shards"]]
     return json.loads(json.dumps({**run, "ranks": int(ranks), "data": data}))
+
+
+def configuration_digest(configuration):
+    """SHA-256 of a configuration (``fingerprint``) as JSON, keys sorted."""
+    return hashlib.sha256(json.dumps(configuration, sort_keys=True).encode()).hexdigest()
 
 
 def _flat(d, prefix=""):
@@ -192,6 +206,9 @@ def read_manifest(directory):
     if version != FORMAT_VERSION:
         raise MpisgdError(f"checkpoint {path}: format version {version}, this mpisgd reads version "
                           f"{FORMAT_VERSION}")
+    missing = [key for key in ("round", "ranks", "run", "configuration") if key not in manifest]
+    if missing:
+        raise MpisgdError(f"checkpoint {path}: unreadable manifest (no {', '.join(missing)})")
     return manifest
 
 
@@ -210,13 +227,14 @@ def complete(directory):
     return [(t, p) for t, p in _rounds(directory) if os.path.exists(os.path.join(p, MARKER))]
 
 
-def newest(resume):
-    """The round directory to resume from. ``resume`` is a run's --out, its
-    checkpoints/ directory, or one round-<t> directory; incomplete (newer)
-    checkpoints are passed over."""
+def candidates(resume):
+    """The round directories to resume from, newest first: ``resume`` is one
+    round-<t> directory (then only it), a run's --out or its checkpoints/
+    directory (then every complete checkpoint there; incomplete ones, without
+    a manifest, are passed over)."""
     resume = os.fspath(resume)
     if os.path.exists(os.path.join(resume, MARKER)):
-        return resume
+        return [resume]
     directory = os.path.join(resume, SUBDIR) if os.path.isdir(os.path.join(resume, SUBDIR)) else resume
     if not os.path.isdir(directory):
         raise MpisgdError(f"--resume {resume}: no such directory")
@@ -225,18 +243,84 @@ def newest(resume):
         partial = [os.path.basename(p) for _t, p in _rounds(directory)]
         detail = f" (incomplete, no {MARKER}: {', '.join(partial)})" if partial else ""
         raise MpisgdError(f"--resume {resume}: no complete checkpoint in {directory}{detail}")
-    return found[-1][1]
+    return [p for _t, p in reversed(found)]
 
 
-def check(directory, manifest, current):
-    """Refuse a checkpoint of another configuration, or with a rank file missing."""
-    path = os.path.join(directory, MARKER)
+def check_configuration(directory, manifest, current):
+    """Refuse a checkpoint of another configuration (``fingerprint``)."""
     diff = _differences(manifest.get("configuration", {}), current)
     if diff:
-        raise MpisgdError(f"checkpoint {path} is of another configuration: " + "; ".join(diff))
-    for r in range(int(manifest["ranks"])):
-        if not os.path.exists(rank_file(directory, r)):
-            raise MpisgdError(f"checkpoint {rank_file(directory, r)}: rank file missing")
+        raise MpisgdError(f"checkpoint {os.path.join(directory, MARKER)} is of another configuration: "
+                          + "; ".join(diff))
+
+
+def check_rank_file(directory, manifest, rank, expected):
+    """(arrays, attrs) of this rank's file of the checkpoint ``directory``;
+    refuses it if unreadable or corrupt (``read_rank``), or if its round, run
+    or configuration is not the manifest's, or its ``expected`` attributes
+    ({name: value}) differ."""
+    path = rank_file(directory, rank)
+    arrays, attrs = read_rank(path)
+    marker = os.path.join(directory, MARKER)
+    if attrs.get("round") != manifest["round"]:
+        raise MpisgdError(f"checkpoint {path}: of round {attrs.get('round')}, but {marker} is of round "
+                          f"{manifest['round']} (a rank file of another checkpoint)")
+    if (attrs.get("run") != manifest["run"]
+            or attrs.get("configuration_sha256") != configuration_digest(manifest["configuration"])):
+        raise MpisgdError(f"checkpoint {path}: of another run than {marker} (a rank file of another run)")
+    for key, want in expected.items():
+        if int(attrs[key]) != want:
+            raise MpisgdError(f"checkpoint {path}: {key} is {int(attrs[key])}, this run has {want}")
+    return arrays, attrs
+
+
+def choose(comm, resume, current, expected):
+    """Every rank: (round directory, manifest, arrays, attrs) of the newest
+    intact checkpoint under ``resume`` (``candidates``), with this rank's
+    file. Rank 0 reads each manifest and checks it against ``current`` (the
+    fingerprint: another configuration is an error, not a reason to try an
+    older checkpoint); every rank checks its file (``check_rank_file``, with
+    ``expected(round)``); the ranks agree on the outcome (a broadcast, a
+    gather) before any goes on, so that each raises the same error. Rank 0
+    says which checkpoints it passed over and why. ``comm``: the raw
+    communicator (metadata, not counted)."""
+    found = None
+    if comm.rank == 0:
+        try:
+            found = candidates(resume)
+        except MpisgdError as exc:
+            found = str(exc)
+    found = comm.bcast_meta(found)
+    if isinstance(found, str):
+        raise MpisgdError(found)
+    passed = []  # (round directory, why)
+    for directory in found:
+        manifest, fatal, why = None, None, None
+        if comm.rank == 0:
+            try:
+                manifest = read_manifest(directory)
+                check_configuration(directory, manifest, current)
+            except MpisgdError as exc:
+                fatal, why = (str(exc), None) if manifest is not None else (None, str(exc))
+        manifest, fatal, why = comm.bcast_meta((manifest, fatal, why))
+        if fatal:
+            raise MpisgdError(fatal)
+        loaded = None
+        if why is None:
+            try:
+                loaded = check_rank_file(directory, manifest, comm.rank, expected(manifest["round"]))
+            except MpisgdError as exc:
+                why = str(exc)
+            why = next((w for w in comm.allgather_meta(why) if w is not None), None)
+        if why is None:
+            if passed and comm.rank == 0:
+                print(f"mpisgd: resuming from {directory}, the newest intact checkpoint; passed over: "
+                      + "; ".join(f"{d} ({w})" for d, w in passed), file=sys.stderr, flush=True)
+            return (directory, manifest, *loaded)
+        passed.append((directory, why))
+    if len(passed) == 1:
+        raise MpisgdError(passed[0][1])
+    raise MpisgdError(f"--resume {resume}: no intact checkpoint: " + "; ".join(f"{d}: {w}" for d, w in passed))
 
 
 # -- taking checkpoints --------------------------------------------------------------
@@ -258,9 +342,9 @@ class Checkpointer:
     this long between checkpoints (0: off), decided by rank 0; ``poll``:
     rounds between the ranks' agreements on a time-based checkpoint or a
     stop (module docstring); ``configuration``: the fingerprint stored in
-    the manifest; ``grace``: seconds from a stop signal to the ranks'
-    agreement on the stop before this rank gives up (module docstring).
-    Creating one makes ``STOP_SIGNALS`` request a stop.
+    the manifest; ``grace``: seconds from a stop signal to the end of this
+    rank before its watchdog ends it (module docstring). Creating one makes
+    ``STOP_SIGNALS`` request a stop and arms this rank's watchdog.
     """
 
     def __init__(self, comm, directory, every, seconds, poll, configuration, grace=STOP_GRACE):
@@ -269,6 +353,7 @@ class Checkpointer:
         self.directory = os.fspath(directory)
         self.every, self.seconds, self.poll = int(every), float(seconds), int(poll)
         self.configuration = configuration
+        self.run_id = comm.bcast(uuid.uuid4().hex if self.rank == 0 else None)  # a resumed run keeps its own
         self.grace = float(grace)
         self.last = time.monotonic()
         self.written = 0
@@ -277,20 +362,10 @@ class Checkpointer:
         self.stopping = None  # the round at which every rank agreed to stop
         for sig in STOP_SIGNALS:
             signal.signal(sig, self._request_stop)
+        arm(self.grace, self.rank, self.directory)  # ends this rank if it has not stopped in time
 
     def _request_stop(self, signum, frame):
-        if self.signalled is None:  # a thread, so that it fires even while this one blocks in MPI
-            timer = threading.Timer(self.grace, self._give_up, (signum,))
-            timer.daemon = True  # a run that stops in time exits without waiting for it
-            timer.start()
         self.signalled = signal.Signals(signum).name
-
-    def _give_up(self, signum):
-        if self.stopping is None:
-            print(f"mpisgd: rank {self.rank}: {signal.Signals(signum).name} {self.grace:g} s ago, and the ranks "
-                  f"have not agreed to stop (a rank stuck or gone?); ending without a checkpoint",
-                  file=sys.stderr, flush=True)
-            os._exit(128 + signum)
 
     def next_stop(self, t):
         """The next round after t at which every rank must stop to ask ``due``."""
@@ -354,7 +429,8 @@ class Checkpointer:
         path = rank_file(directory, self.rank)
         try:
             os.makedirs(directory, exist_ok=True)
-            write_rank(path, arrays, {**attrs, "round": int(t)})
+            write_rank(path, arrays, {**attrs, "round": int(t), "run": self.run_id,
+                                      "configuration_sha256": configuration_digest(self.configuration)})
         except OSError as exc:
             raise MpisgdError(f"checkpoint {path}: cannot write ({exc.strerror or exc})") from None
         self.comm.Barrier()
@@ -363,7 +439,7 @@ class Checkpointer:
             try:
                 _write_json(marker, {
                     "format_version": FORMAT_VERSION, "round": int(t), "ranks": self.comm.Get_size(),
-                    "configuration": self.configuration,
+                    "run": self.run_id, "configuration": self.configuration,
                     "files": [os.path.basename(rank_file(directory, r)) for r in range(self.comm.Get_size())],
                 })
             except OSError as exc:
@@ -433,28 +509,23 @@ def state(run, t):
 
 
 def restore(run, T):
-    """Resume a ``Run`` from the newest complete checkpoint under
-    ``run.resume``: rank 0 picks and checks it, every rank loads its own
-    file. Returns the round to go on from."""
+    """Resume a ``Run`` from the newest intact checkpoint under
+    ``run.resume`` (``choose``): every rank loads its own file. Returns the
+    round to go on from."""
     from mpisgd.protocol import ProtocolStats
 
     c, tr = run.comm, run.transport
-    directory = None
-    if run.rank == 0:
-        directory = newest(run.resume)
-        current = run.fingerprint or fingerprint(run.config, run.size, {})
-        check(directory, read_manifest(directory), current)
-    directory = c.bcast_meta(directory)
-    path = rank_file(directory, run.rank)
-    arrays, attrs = read_rank(path)
-    t = int(attrs["round"])
     learning = run.rank == 0 or not run.central
-    for key, want in (("rank", run.rank), ("ranks", run.size), ("rounds", T),
-                      ("source_rows", int(run.source.n_rows)),
-                      ("rows_done", run.source.rows_until(t) if learning else 0)):
-        if int(attrs[key]) != want:
-            raise MpisgdError(f"checkpoint {path}: {key} is {int(attrs[key])}, this run has {want} "
-                              f"(source {run.source.describe})")
+
+    def expected(t):  # what this rank's file must say of this run
+        return {"rank": run.rank, "ranks": run.size, "rounds": T, "source_rows": int(run.source.n_rows),
+                "rows_done": run.source.rows_until(t) if learning else 0}
+
+    current = run.fingerprint or fingerprint(run.config, run.size, {})
+    directory, manifest, arrays, attrs = choose(c, run.resume, current, expected)
+    t = int(attrs["round"])
+    if run.checkpointer is not None:
+        run.checkpointer.run_id = manifest["run"]  # the same run, going on
     run.learners.load_state_dict({k[len("learners/"):]: v for k, v in arrays.items() if k.startswith("learners/")})
     last_sent = arrays["check/last_sent"]
     tr.last_sent = np.array(last_sent) if len(last_sent) else None

@@ -53,8 +53,10 @@ an MPI run records. ``time_to_error`` reads the MARK times against the run's
 timeline.
 """
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from numba import njit
@@ -112,18 +114,15 @@ class Network:
         return _barrier(self.step[0], k)
 
 
-# This machine's reduction arithmetic, np.add of float64 (s per byte): the median of six runs of
-# bench/calibrate_network.py on 2026-12-03 (2.9e-11 … 5.2e-11). A property of the CPU: every preset uses it.
-GAMMA = 3.5e-11
+# The "shm" preset as bench/calibrate_network.py measured it, with its provenance (package data).
+SHM = json.loads(Path(__file__).with_name("shm_network.json").read_text())
+# This machine's reduction arithmetic, np.add of float64 (s per byte). A property of the CPU: every preset uses it.
+GAMMA = SHM["gamma"]
 
 NETWORKS = {
-    # This machine's shared memory (2 cores, MPICH ch4 of the venv's mpich wheel, through mpi4py), fitted on
-    # 2026-12-04 09:08 UTC by `NUMBA_NUM_THREADS=1 .venv/bin/python bench/calibrate_network.py --repeats 7`
-    # (which runs `.venv/bin/mpiexec -n 2`) on the idle machine (load average < 1.2): each parameter the
-    # median of four runs (α 2.49–2.87 µs, β 0.16–0.50 ns/B). Loaded by other agents (load average 8–12),
-    # the same bench gave α = 33.7 µs and β = 2.46 ns/B (2026-12-03, docs/NETWORK.md).
-    "shm": Network("shm", 2.65e-06, 3.0e-10, gamma=GAMMA, o=1.3e-06, step_alpha=4.96e-06, step_beta=4.6e-10,
-                   source="measured here, idle: bench/calibrate_network.py (docs/NETWORK.md)"),
+    # This machine's shared memory (2 cores, MPICH ch4 of the venv's mpich wheel, through mpi4py).
+    "shm": Network("shm", SHM["alpha"], SHM["beta"], gamma=GAMMA, o=SHM["o"], step_alpha=SHM["step_alpha"],
+                   step_beta=SHM["step_beta"], source="measured here, idle: bench/calibrate_network.py (docs/NETWORK.md)"),
     # 10 Gigabit Ethernet with TCP: 20 µs end-to-end (Hurwitz and Feng 2003), 10 Gb/s line rate.
     "10gbe": Network("10gbe", 20e-6, 1 / 1.25e9, gamma=GAMMA,
                      source="10 GbE, TCP: 20 µs end-to-end (Hurwitz and Feng 2003), 1.25 GB/s line rate"),

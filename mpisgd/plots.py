@@ -1,5 +1,9 @@
-"""Summaries and figures of protocol sweeps (``bench/reproduce.py`` results)
-and of single runs (``timeline.csv`` of ``mpisgd train`` / ``simulate``).
+"""Summaries and figures of protocol sweeps (``bench/reproduce/reproduce.py`` results)
+and of runs (report.json and ``timeline.csv`` of ``mpisgd train`` / ``simulate``).
+
+Every figure says what it shows without its command line: a title with the
+run's settings (data, learners, rounds, learner), legends naming each
+protocol with its parameters.
 
 A sweep row is one configuration on one stream (experiment, seed); every
 comparison is made within a stream, against the same stream's static b = 8
@@ -15,7 +19,7 @@ import math
 
 import numpy as np
 
-from mpisgd.protocol import SILENT
+from mpisgd.protocol import HALF_HEDGE_LEARNERS, SILENT
 from mpisgd.wire import dense_nbytes
 
 MODEL_CATEGORIES = ("violation", "balance_reply", "balance_result")  # sparse-or-dense model messages
@@ -87,6 +91,95 @@ def summarize(rows, field):
     return {k: (float(np.median(v)), float(np.min(v)), float(np.max(v)), len(v)) for k, v in groups.items()}
 
 
+STREAMS = {"disjunction": "drifting disjunction", "neuralnet": "drifting two-layer network",
+           "linear": "sparse linear teacher", "rcv1": "RCV1-like stream"}
+FAMILIES = {"static": "static: average every b rounds (label: b)",
+            "dynamic b=1": "dynamic, check every round (label: Δ)",
+            "dynamic b=8": "dynamic, check every 8 rounds (label: Δ)",
+            "dynamic b=1..8 (adaptive)": "dynamic, adaptive check period 1..8 (label: Δ)"}
+
+
+SINGLE_COLOURS = (2, 4, 6, 8, 10, 12, 14, 16, 18, 3, 5, 7, 9, 11, 13, 15, 17, 19, 1)  # tab20, static's blue left out
+
+
+def run_label(report):
+    """A run's protocol and its parameters, from its report.json (train or simulate)."""
+    config = report.get("configuration", {})
+    p, learner = config.get("protocol", {}), config.get("learner", {})
+    name, period = p.get("name", "?"), p.get("period")
+    if name == "static":
+        label = f"static b={period}"
+    elif name == "dynamic":
+        delta = p.get("delta")
+        if delta == "auto" and "delta" in (report.get("delta_auto") or {}):
+            delta = f"auto ({report['delta_auto']['delta']:.3g})"
+        label = f"dynamic Δ={delta} b={period}"
+        hedge = (report.get("protocol") or {}).get("hedge") or p.get("hedge")
+        if hedge == "auto":  # simulate reports the option; train the hedge it resolved to
+            k = config.get("ranks") or report.get("k") or 0
+            hedge = "half" if 0 < k <= HALF_HEDGE_LEARNERS else "counter"
+        label += f", {hedge} hedge"
+    elif name == "fda":
+        label = f"fda Θ={p.get('theta')} b={period}"
+    else:
+        label = name
+    if name not in ("none", "central", "static") and config.get("mode") == "sync":
+        label += ", sync mode"
+    if learner.get("compress", "none") != "none":
+        label += f", {learner['compress']}"
+    if p.get("node_size"):
+        label += f", nodes of {p['node_size']}"
+    return label
+
+
+def run_settings(report):
+    """What a run learned from and how: data, learners, rounds, learner."""
+    config = report.get("configuration", {})
+    data, learner = config.get("data", {}), config.get("learner", {})
+    learners = config.get("ranks") or data.get("learners") or report.get("k")
+    if data.get("synthetic"):
+        n = data.get("features") or config.get("n_features") or report.get("n_features")
+        what = f"{STREAMS.get(data['synthetic'], data['synthetic'])} (n={n}"
+        what += f", drift {data['drift_prob']:g})" if data["synthetic"] in ("disjunction", "neuralnet") else ")"
+        rounds = data.get("rounds") or config.get("rounds") or report.get("rounds")
+        when = f"{rounds:,} rounds"
+    else:
+        shards = [s.rsplit("/", 1)[-1] for s in data.get("shards", [])]
+        what = _common_prefix(shards).rstrip("0123456789-_.") or "shards"
+        epochs = data.get("epochs", 1)
+        when = f"{epochs} epoch{'s' if epochs != 1 else ''}"
+    how = f"{learner.get('loss', '?')} loss, λ={learner.get('lam', 0):g}, {learner.get('schedule', '?')} " \
+          f"η0={learner.get('eta0', 0):g}" + (", averaged" if learner.get("average") else "")
+    return f"{what}, {learners} learners × {when}; {how}"
+
+
+def _common_prefix(names):
+    import os
+
+    return os.path.commonprefix(names) if names else ""
+
+
+def _title(reports):
+    settings = {run_settings(r) for r in reports}
+    return settings.pop() if len(settings) == 1 else "runs with different settings"
+
+
+def _sweep_settings(rows, seeds=True):
+    """A sweep experiment's settings: the stream, k, T, learner (and how many seeds)."""
+    r = rows[0]
+    learner = r.get("learner", {})
+    n = len({x["seed"] for x in rows})
+    eta = learner.get("eta0", 1.0)
+    if learner.get("schedule", "constant") == "invscaling":  # the sweep's rows name what differs from constant
+        power = learner.get("power", 0.5)
+        step = f"step {eta:g}/√t" if power == 0.5 else f"step {eta:g}/t^{power:g}"
+    else:
+        step = f"η={eta:g}"
+    return (f"{STREAMS.get(r['stream'], r['stream'])} (n={r['n_features']}, drift {r['drift_prob']:g}), "
+            f"k={r['k']} learners × {r['rounds']:,} rounds; {learner.get('loss', '?')} loss, "
+            f"λ={learner.get('lam', 0):g}, {step}" + (f"; {n} seed{'s' if n != 1 else ''}" if seeds else ""))
+
+
 def _family(label):
     if label.startswith("static"):
         return "static"
@@ -103,64 +196,73 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
     """Kamp et al.'s Figure 1: cumulative online error against communication,
     one point per configuration. Left: medians over seeds (bars: range);
     right: within each stream relative to static b = 8, then medians."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     rows = [r for r in per_stream(rows) if r["experiment"] == experiment and r["variant"] == variant]
     field, share = ("protocol_messages", "msg_share") if unit == "messages" else ("protocol_bytes", "byte_share")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
-    panels = ((axes[0], "errors", field, f"{unit} sent (protocol only)", "cumulative online errors"),
-              (axes[1], "err_ratio", share, f"{unit} / those of static b=8 (same stream)", "errors / those of static b=8"))
-    styles = {"static": ("o-", "C0"), "dynamic b=1": ("s-", "C3"), "dynamic b=8": ("^-", "C2"),
-              "dynamic b=1..8 (adaptive)": ("D-", "C4")}
+    what = "model messages (the paper's count)" if unit == "messages" else "bytes"
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
+    panels = ((axes[0], "errors", field, f"{what} sent by the protocol", "cumulative online errors"),
+              (axes[1], "err_ratio", share, f"{what} / static b=8's on the same stream", "errors / static b=8's"))
+    styles = {"static": ("o-", "C0", (3, 3)), "dynamic b=1": ("s-", "C3", (0, -10)),
+              "dynamic b=8": ("^-", "C2", (0, 5)), "dynamic b=1..8 (adaptive)": ("D-", "C4", (3, -10))}
     for ax, yfield, xfield, xlabel, ylabel in panels:
         err, com = summarize(rows, yfield), summarize(rows, xfield)
-        for fam, (marker, color) in styles.items():
-            keys = [k for k in err if _family(k[2]) == fam and k in com]
-            keys.sort(key=lambda k: com[k][0])
+        logs = [math.log10(v[0]) for v in com.values() if v[0] > 0]
+        spread = (max(logs) - min(logs)) if logs else 1.0
+        for fam, (marker, color, offset) in styles.items():
+            keys = sorted((k for k in err if _family(k[2]) == fam and k in com and com[k][0] > 0),
+                          key=lambda k: com[k][0])
             if not keys:
                 continue
             x = np.array([com[k][0] for k in keys])
             y = np.array([err[k][0] for k in keys])
             yerr = np.array([[err[k][0] - err[k][1] for k in keys], [err[k][2] - err[k][0] for k in keys]])
-            ax.errorbar(np.maximum(x, 1e-9), y, yerr=yerr, fmt=marker, color=color, label=fam, ms=4, capsize=2, lw=1)
-            for k, xi, yi in zip(keys, x, y):
-                ax.annotate(k[2].split(" ")[1], (xi, yi), fontsize=6, xytext=(2, 2), textcoords="offset points")
-        singles = sorted((k for k in err if _family(k[2]) is None and k in com
+            ax.errorbar(x, y, yerr=yerr, fmt=marker, color=color, label=FAMILIES[fam], ms=4, capsize=2, lw=1)
+            last = -math.inf
+            for k, xi, yi in zip(keys, x, y):  # a label where it does not cover its neighbour's
+                if math.log10(xi) - last > 0.05 * spread:
+                    ax.annotate(k[2].split(" ")[1].split("=")[1], (xi, yi), fontsize=7, xytext=offset,
+                                textcoords="offset points", color=color, ha="center" if offset[0] == 0 else "left")
+                    last = math.log10(xi)
+        singles = sorted((k for k in err if _family(k[2]) is None and k in com and com[k][0] > 0
                           and not k[2].startswith("dynamic") and k[2] not in SILENT),
                          key=lambda k: com[k][0])
         for i, k in enumerate(singles):  # configurations of their own (disjunction-beyond), a marker each
-            ax.errorbar(max(com[k][0], 1e-9), err[k][0], yerr=[[err[k][0] - err[k][1]], [err[k][2] - err[k][0]]],
-                        fmt="*PXDv^<>"[i % 8], color=f"C{(i + 1) % 10}", label=k[2], ms=6, capsize=2, lw=1)
-        for label, color in (("none", "k"), ("central", "C7")):
+            ax.errorbar(com[k][0], err[k][0], yerr=[[err[k][0] - err[k][1]], [err[k][2] - err[k][0]]],
+                        fmt="*PXDv^<>"[i % 8], color=plt.cm.tab20(SINGLE_COLOURS[i % 19]), label=k[2], ms=6,
+                        capsize=2, lw=1)
+        for label, color, text in (("none", "k", "none: no communication"),
+                                   ("central", "C7", "central: one learner sees every example")):
             k = (experiment, variant, label)
-            if k in err:
-                ax.axhline(err[k][0], color=color, ls="--", lw=0.8, label=f"{label} (median)")
+            if k in err:  # no communication to place on the axis: a level, not a point
+                ax.axhline(err[k][0], color=color, ls="--", lw=0.8, label=text)
         ax.set_xscale("log")
-        ax.set_xlabel(xlabel + "; median over seeds")
-        ax.set_ylabel(ylabel + " (bars: range)")
-    axes[0].set_title(f"{experiment}: error against {unit}")
-    axes[1].set_title("within each stream, relative to static b=8")
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel + "\n(median; bars: range over seeds)")
+        ax.grid(True, which="major", lw=0.3, alpha=0.5)
+    axes[0].set_title(f"Error against {what}")
+    axes[1].set_title("The same, relative to static b=8")
+    handles, names = axes[0].get_legend_handles_labels()
+    below = len(names) > 6  # many configurations: a legend of its own under the panels
+    if below:
+        fig.legend(handles, names, fontsize=7, loc="lower center", ncol=3, frameon=False)
+    else:
+        axes[0].legend(fontsize=7, loc="best")
+    fig.suptitle(f"{experiment}: {_sweep_settings(rows)}", fontsize=10)
+    fig.tight_layout(rect=(0, 0.03 * math.ceil(len(names) / 3) if below else 0, 1, 0.96))
     _save(fig, path)
     plt.close(fig)
 
 
 def error_over_rounds(rows, experiment, path, labels, seed=None, variant="default"):
-    """Cumulative error (and, right axis, protocol messages) over rounds, one seed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Cumulative error (and, below, protocol messages) over rounds, one seed."""
+    plt = _pyplot()
     pick = [r for r in rows if r["experiment"] == experiment and r["variant"] == variant]
     if seed is None:
         seed = min(r["seed"] for r in pick)
-    pick = {r["label"]: r for r in pick if r["seed"] == seed}
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(6.4, 6.0), sharex=True)
+    stream = [r for r in pick if r["seed"] == seed]
+    pick = {r["label"]: r for r in stream}
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7.5, 6.6), sharex=True)
     for i, label in enumerate(labels):
         r = pick.get(label)
         if r is None:
@@ -168,43 +270,114 @@ def error_over_rounds(rows, experiment, path, labels, seed=None, variant="defaul
         tl = np.asarray(r["timeline"], dtype=float)
         ax.plot(tl[:, 0], tl[:, 1], label=label, color=f"C{i}", lw=1)
         if r["protocol"]["name"] not in SILENT:
-            ax2.plot(tl[:, 0], tl[:, 3], label=label, color=f"C{i}", lw=1)
+            sent = tl[:, 3] > 0  # a log axis has no place for the rounds before the first message
+            ax2.plot(tl[sent, 0], tl[sent, 3], label=label, color=f"C{i}", lw=1)
     drifts = next(iter(pick.values()))["drifts"] if pick else []
     for d in drifts:
         ax.axvline(d + 1, color="grey", lw=0.5, ls=":")
         ax2.axvline(d + 1, color="grey", lw=0.5, ls=":")
     ax.set_ylabel("cumulative online errors")
-    ax2.set_ylabel("cumulative model messages")
+    ax2.set_ylabel("cumulative model messages\n(none and central send none)")
     ax2.set_yscale("log")
-    ax2.set_ylim(bottom=1)
-    ax2.set_xlabel("round (dotted: target drifts)")
-    ax.set_title(f"{experiment}, seed {seed}")
+    ax2.set_xlabel("round (dotted: the target drifts)")
+    ax.set_title(f"{experiment}, seed {seed}\n{_sweep_settings(stream, seeds=False)}", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
 
 
+def comparison(runs, paths):
+    """Runs side by side (``mpisgd compare``), three figures at ``paths``: the cumulative
+    online error rate against the bytes sent, each run's final errors against its wall
+    time (timeline.csv has no clock), and the cumulative online error rate over rounds. ``runs``: dicts with "report" (report.json), "timeline"
+    (round, cumulative online error rate, cumulative bytes), "online_error",
+    "heldout_error", "bytes" and "wall"."""
+    plt = _pyplot()
+    labels = [run_label(r["report"]) for r in runs]
+    title = _title([r["report"] for r in runs])
+    against_bytes, against_time, over_rounds = paths
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    for i, (r, label) in enumerate(zip(runs, labels)):
+        tl = r["timeline"]
+        if len(tl):
+            ax.plot(tl[:, 0], tl[:, 1], color=f"C{i}", lw=1.2, label=label)
+    ax.set_xlabel("round")
+    ax.set_ylabel("online error rate so far")
+    _finish(fig, ax, title, "Online error over rounds", over_rounds)
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    for i, (r, label) in enumerate(zip(runs, labels)):
+        tl = r["timeline"]
+        if len(tl) < 2 or np.ptp(tl[:-1, 2]) == 0:  # silent while learning (its start and final average aside)
+            ax.axhline(r["online_error"], color=f"C{i}", ls="--", lw=1,
+                       label=f"{label} (no communication while learning: its final error)")
+            continue
+        keep = tl[:, 2] > 0
+        ax.plot(tl[keep, 2], tl[keep, 1], color=f"C{i}", lw=1.2, label=label)
+        ax.plot(r["bytes"], r["online_error"], "o", color=f"C{i}", ms=5)
+    ax.set_xscale("log")
+    ax.set_xlabel("bytes sent so far, all ranks (dot: end of run)")
+    ax.set_ylabel("online error rate so far")
+    _finish(fig, ax, title, "Online error against bytes sent", against_bytes)
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    for i, (r, label) in enumerate(zip(runs, labels)):
+        ax.plot(r["wall"], r["online_error"], "o", color=f"C{i}", ms=7, label=f"{label}: online")
+        if r["heldout_error"] is not None:
+            ax.plot(r["wall"], r["heldout_error"], "x", color=f"C{i}", ms=8, label=f"{label}: held-out")
+    ax.set_xlabel("wall time of the run (s)")
+    ax.set_ylabel("error rate at the end of the run")
+    _finish(fig, ax, title, "Final error against wall time", against_time)
+    return list(paths)
+
+
 def timelines(paths, out, names=None):
-    """Cumulative error and bytes over rounds from timeline.csv files."""
+    """Cumulative error and bytes over rounds from timeline.csv files; each run named by
+    its protocol when its report.json lies beside the CSV, else by ``names`` or the path."""
+    import json
+    import os
+
+    plt = _pyplot()
+    reports = []
+    for p in paths:
+        report = os.path.join(os.path.dirname(os.path.abspath(p)), "report.json")
+        reports.append(json.load(open(report, encoding="utf-8")) if os.path.exists(report) else None)
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7.5, 6.6), sharex=True)
+    for i, (p, report) in enumerate(zip(paths, reports)):
+        data = np.atleast_1d(np.genfromtxt(p, delimiter=",", names=True))
+        name = run_label(report) if report else (names[i] if names else p)
+        ax.plot(data["round"], data["errors"], label=name, lw=1.2, color=f"C{i}")
+        sent = data["bytes_total"] > 0
+        ax2.plot(data["round"][sent], data["bytes_total"][sent], label=name, lw=1.2, color=f"C{i}")
+    ax.set_ylabel("cumulative online errors")
+    ax2.set_ylabel("bytes sent so far (log)")
+    ax2.set_yscale("log")
+    ax2.set_xlabel("round")
+    ax.legend(fontsize=7)
+    known = [r for r in reports if r]
+    if known:
+        ax.set_title(_title(known), fontsize=9)
+    fig.tight_layout()
+    _save(fig, out)
+    plt.close(fig)
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(6.4, 6.0), sharex=True)
-    for i, p in enumerate(paths):
-        data = np.genfromtxt(p, delimiter=",", names=True)
-        data = np.atleast_1d(data)
-        name = names[i] if names else p
-        ax.plot(data["round"], data["errors"], label=name, lw=1)
-        ax2.plot(data["round"], data["bytes_total"], label=name, lw=1)
-    ax.set_ylabel("cumulative online errors")
-    ax2.set_ylabel("bytes sent")
-    ax2.set_xlabel("round")
+    return plt
+
+
+def _finish(fig, ax, title, what, path):
+    import matplotlib.pyplot as plt
+
+    ax.set_title(f"{what}\n{title}", fontsize=9)
+    ax.grid(True, which="major", lw=0.3, alpha=0.5)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    _save(fig, out)
+    _save(fig, path)
     plt.close(fig)
 
 

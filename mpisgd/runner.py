@@ -118,7 +118,7 @@ class Run:
     and ``after(t, run, members)`` are called around every check point on
     every rank (members: the balancing set, on rank 0; else None).
     ``checkpointer``: a ``mpisgd.checkpoint.Checkpointer`` (either mode);
-    ``resume``: a directory to resume from (``checkpoint.newest``), checked
+    ``resume``: a directory to resume from (``checkpoint.choose``), checked
     against ``fingerprint`` (``checkpoint.fingerprint``).
     """
 
@@ -596,24 +596,31 @@ class Run:
             }
         return report
 
-    def write_outputs(self, out_dir, report, loss):
-        """Rank 0: model.h5, report.json, timeline.csv in ``out_dir``."""
+    def write_outputs(self, out_dir, report, loss, complete=None):
+        """Rank 0: model.h5, timeline.csv and report.json in ``out_dir``,
+        committed as a set, report.json last (``mpisgd.atomic.file_set``);
+        ``complete(model, report)`` first adds what the run does not know."""
+        from mpisgd.atomic import file_set
         from mpisgd.metrics import write_report
         from mpisgd.model import LinearModel
 
-        start = time.perf_counter()
         os.makedirs(out_dir, exist_ok=True)
         meta = {"algorithm": f"online-{self.config.protocol.name}",
                 "protocol": self.config.protocol.as_dict(), "mode": self.config.mode,
                 "ranks": self.size, "rounds": self.T, **{k: v for k, v in self.config.learner.items()
                                                         if isinstance(v, (str, int, float, bool))}}
-        LinearModel(self.coef, self.intercept, loss, meta).save(os.path.join(out_dir, "model.h5"))
-        self.merged_timeline.write(os.path.join(out_dir, "timeline.csv"))
+        model = LinearModel(self.coef, self.intercept, loss, meta)
+        if complete is not None:  # faults: the command's completion, before anything is written
+            complete(model, report)
+        start = time.perf_counter()
         report["outputs"] = {"model": os.path.join(out_dir, "model.h5"),
                              "report": os.path.join(out_dir, "report.json"),
                              "timeline": os.path.join(out_dir, "timeline.csv")}
-        report["time"]["output_io"] = time.perf_counter() - start
-        write_report(os.path.join(out_dir, "report.json"), report)
+        with file_set(out_dir, ("model.h5", "timeline.csv", "report.json")) as files:  # faults: as a set
+            model.save(files["model.h5"])
+            self.merged_timeline.write(files["timeline.csv"])
+            report["time"]["output_io"] = time.perf_counter() - start
+            write_report(files["report.json"], report)
 
 
 def _one_blas_thread():
@@ -626,10 +633,11 @@ def _one_blas_thread():
 
 
 def train(comm, source, config, out_dir=None, progress=None, observer=None, extra=None, checkpointer=None,
-          resume=None, fingerprint=None):
+          resume=None, fingerprint=None, complete=None):
     """Run distributed online learning; returns (run, report) with the report
-    on rank 0 only (None elsewhere). Writes outputs when ``out_dir`` is given.
-    ``checkpointer``, ``resume``, ``fingerprint``: see ``Run``."""
+    on rank 0 only (None elsewhere). Writes outputs when ``out_dir`` is given
+    (``complete``: see ``Run.write_outputs``). ``checkpointer``, ``resume``,
+    ``fingerprint``: see ``Run``."""
     with _one_blas_thread():
         run = Run(comm, source, config, progress=progress, observer=observer, checkpointer=checkpointer,
                   resume=resume, fingerprint=fingerprint)
@@ -639,5 +647,5 @@ def train(comm, source, config, out_dir=None, progress=None, observer=None, extr
             source.close()
     report = run.report(extra)
     if out_dir is not None and run.rank == 0:
-        run.write_outputs(out_dir, report, config.learner.get("loss", "log"))
+        run.write_outputs(out_dir, report, config.learner.get("loss", "log"), complete)
     return run, report

@@ -72,45 +72,22 @@ def test_rank_killed_by_sigkill_ends_the_job(failing_rank):
 
 def _ranks(mpiexec_pid):
     """{rank: pid} of the Python processes under an mpiexec (hydra: mpiexec,
-    then hydra_pmi_proxy, then the ranks, which carry PMI_RANK)."""
+    then hydra_pmi_proxy, then the ranks, which carry PMI_RANK; a rank's own
+    children, such as its watchdog, inherit it but are not ranks)."""
     ranks, todo = {}, [mpiexec_pid]
     while todo:
         pid = todo.pop()
         try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            rank = next((int(var[9:]) for var in env if var.startswith(b"PMI_RANK=")), None)
+            if rank is not None:
+                ranks[rank] = pid
+                continue
             for task in os.listdir(f"/proc/{pid}/task"):
                 todo += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except (FileNotFoundError, ProcessLookupError):
             continue
-        for var in env:
-            if var.startswith(b"PMI_RANK="):
-                ranks[int(var[9:])] = pid
     return ranks
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
-def test_training_job_ends_when_a_rank_is_killed(tmp_path):
-    """SIGKILL from outside to rank 1 of a running `mpisgd train` (as the
-    kernel's OOM killer or a lost node would): hydra ends the other ranks."""
-    proc = launch("-m", "mpisgd", "train", "--synthetic", "disjunction", "--rounds", 10**8,
-                  "--out", tmp_path / "out")
-    try:
-        deadline = time.monotonic() + HANG
-        ranks = {}
-        while len(ranks) < 3 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-            ranks = _ranks(proc.pid)
-        assert len(ranks) == 3, f"did not find 3 ranks under mpiexec: {ranks}"
-        time.sleep(3)  # into the training loop
-        assert proc.poll() is None, "the job ended before it was killed"
-        os.kill(ranks[1], signal.SIGKILL)
-        rc, out, seconds = finish(proc)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert rc != 0, out
-    assert "Killed" in out or "signal 9" in out or "KILLED" in out, out
-    assert seconds < PROMPT, f"the job took {seconds:.1f} s to end after the kill"
 
 
 def _shard(path, seed):
@@ -205,3 +182,140 @@ def test_a_failing_assert_on_one_rank_fails_the_mpi_test_run_promptly(tmp_path, 
     else:
         assert "aborting the job" in out, out
     assert seconds < 60, f"{seconds:.1f} s"
+
+
+# -- a rank killed in the middle of a protocol step ---------------------------------------
+
+KILL_DURING = Path(__file__).resolve().parent / "helpers" / "kill_during.py"
+SYNC_RUN = ["--synthetic", "disjunction", "--rounds", 600, "--features", 20, "--seed", 3, "--mode", "sync",
+            "--protocol", "dynamic", "--delta", 0.5, "--period", 2, "--hedge", "counter", "--protocol-seed", 7,
+            "--checkpoint-every", 100, "--quiet"]
+
+
+def intact(out):
+    """The round of the newest complete checkpoint in ``out``, every rank file of it read back."""
+    from mpisgd.checkpoint import candidates, rank_file, read_manifest, read_rank
+
+    newest = candidates(out)[0]
+    manifest = read_manifest(newest)
+    assert [read_rank(rank_file(newest, r))[1]["round"] for r in range(manifest["ranks"])] == \
+        [manifest["round"]] * manifest["ranks"]
+    return manifest["round"]
+
+
+@pytest.mark.parametrize("step, rank, n", [
+    ("balancing", 0, 3), ("balancing", 2, 3),  # balancings need k ≥ 3 (the counter hedge)
+    ("full-sync", 0, 2), ("full-sync", 1, 3),
+    ("checkpoint", 0, 3), ("checkpoint", 1, 2),
+])
+def test_a_rank_killed_during_a_protocol_step_ends_the_job_and_keeps_the_checkpoint(tmp_path, step, rank, n):
+    """SIGKILL of rank 0 or of a follower while it balances, full-syncs or
+    writes a checkpoint (after the one of round 100): the job ends at once,
+    writes no outputs, and its newest complete checkpoint is intact; a
+    checkpoint being written is left incomplete (no manifest) and passed over."""
+    out = tmp_path / "out"
+    rc, text, seconds = run_job(KILL_DURING, rank, step, 100, "train", *SYNC_RUN, "--out", out, n=n)
+    assert rc != 0, text
+    assert "Killed" in text or "signal 9" in text, text
+    assert seconds < PROMPT, f"the job took {seconds:.1f} s to end"
+    assert not (out / "report.json").exists() and not (out / "model.h5").exists()
+    assert intact(out) >= 100
+    if step == "checkpoint":
+        assert intact(out) == 100 and not (out / "checkpoints" / "round-200" / "COMPLETE").exists()
+
+
+# -- the run directory's lock -------------------------------------------------------------
+
+def test_a_second_run_into_a_running_runs_out_is_refused_and_a_dead_runs_lock_taken_over(tmp_path):
+    """Run A trains into OUT; run B into OUT is refused at once, naming A's
+    host and PID, and A goes on; A's rank 0 killed, run C into OUT takes the
+    lock over, says so, and finishes."""
+    import socket
+
+    out = tmp_path / "out"
+    a = launch("-m", "mpisgd", "train", "--synthetic", "disjunction", "--rounds", 10**8, "--out", out, n=2)
+    try:
+        deadline = time.monotonic() + HANG
+        while not ((out / ".lock").exists() and (out / ".lock").read_text()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        holder = _ranks(a.pid)[0]
+        rc, text, seconds = run_job("-m", "mpisgd", "train", "--synthetic", "disjunction", "--rounds", 100,
+                                    "--out", out, n=2)
+        assert rc != 0 and seconds < PROMPT, (rc, seconds, text)
+        assert f"--out {out} is in use by another mpisgd train (host {socket.gethostname()}, PID {holder}, since" \
+            in text, text
+        assert a.poll() is None, "run A ended"
+        os.kill(holder, signal.SIGKILL)
+        rc, text, _seconds = finish(a)
+        assert rc != 0, text
+    finally:
+        if a.poll() is None:
+            os.killpg(a.pid, signal.SIGKILL)
+    rc, text, _seconds = run_job("-m", "mpisgd", "train", "--synthetic", "disjunction", "--rounds", 100, "--quiet",
+                                 "--out", out, n=2)
+    assert rc == 0, text
+    assert f"{out / '.lock'}: taking over the lock of a run that ended without releasing it (host " \
+        f"{socket.gethostname()}, PID {holder}, since" in text, text
+    assert (out / "report.json").exists() and not (out / ".lock").exists()
+
+
+# -- the stop grace's watchdog --------------------------------------------------------------
+
+STUCK_HOLDING_THE_GIL = """
+import signal
+from mpisgd import watchdog
+signal.signal(signal.SIGTERM, lambda *a: print("the Python handler ran", flush=True))
+watchdog.arm(1.0, 0, "CHECKPOINTS")
+print("stuck", flush=True)
+sum(range(10**12))  # one C call that holds the GIL for hours: no handler, no other thread runs
+"""
+
+
+def test_the_watchdog_ends_a_rank_stuck_in_c_holding_the_gil():
+    """As in mpi4py's object collectives (comm.allreduce) waiting for a
+    stuck rank: the grace is kept all the same, from outside the process."""
+    proc = subprocess.Popen([sys.executable, "-c", STUCK_HOLDING_THE_GIL], cwd=ROOT, env=job_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "stuck\n"
+        time.sleep(0.3)  # into sum()
+        proc.send_signal(signal.SIGTERM)
+        start = time.monotonic()
+        out, err = proc.communicate(timeout=PROMPT)
+    finally:
+        proc.kill()
+    seconds = time.monotonic() - start
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, out, err)
+    assert "the Python handler ran" not in out
+    assert ("mpisgd: rank 0: SIGTERM 1 s ago, and the run has not stopped (a rank stuck or gone?): ending it "
+            "without a checkpoint of the stop; the newest complete checkpoint in CHECKPOINTS is kept") in err
+    assert 1 <= seconds < 1 + 3, f"{seconds:.1f} s"
+
+
+def test_the_watchdog_ends_with_its_rank():
+    proc = subprocess.run([sys.executable, "-c", "import os; from mpisgd import watchdog; "
+                           "watchdog.arm(60, 0, 'X'); print(open(f'/proc/self/task/{os.getpid()}/children').read())"],
+                          cwd=ROOT, env=job_env(), capture_output=True, text=True, timeout=PROMPT)
+    (pid,) = map(int, proc.stdout.split())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists()
+
+
+def test_on_a_file_system_without_locks_the_run_goes_on_and_says_so(tmp_path, monkeypatch, capsys):
+    import errno
+    import fcntl
+
+    from mpisgd.rundir import RunLock
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(fcntl, "lockf", no_locks)
+    (tmp_path / "out").mkdir()
+    with RunLock(tmp_path / "out"):
+        assert not (tmp_path / "out" / ".lock").exists()
+    assert (f"--out {tmp_path / 'out'}: cannot lock {tmp_path / 'out' / '.lock'} (No locks available): going on "
+            "without a lock") in capsys.readouterr().err
+    assert (tmp_path / "out").is_dir()

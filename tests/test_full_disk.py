@@ -7,8 +7,10 @@ elsewhere the tests skip and say why.
 """
 
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -73,10 +75,11 @@ def test_checkpoint_on_a_full_disk_keeps_the_previous_one(disk):
         assert "round-2" in str(err.value)
     finally:
         signal.signal(signal.SIGTERM, old_handler)
+        os.close(signal.set_wakeup_fd(-1))  # its watchdog ends with its pipe
     directory = os.path.join(disk, "checkpoints")
     assert [t for t, _p in checkpoint.complete(directory)] == [1]
-    assert checkpoint.newest(disk).endswith("round-1")
-    arrays, attrs = checkpoint.read_rank(checkpoint.rank_file(checkpoint.newest(disk), 0))
+    assert checkpoint.candidates(disk)[0].endswith("round-1")
+    arrays, attrs = checkpoint.read_rank(checkpoint.rank_file(checkpoint.candidates(disk)[0], 0))
     np.testing.assert_array_equal(arrays["w"], small["w"])
     assert attrs["note"] == "first"
     assert leftovers(disk) == []
@@ -133,3 +136,61 @@ def test_prep_on_a_full_disk_leaves_nothing(disk, tmp_path, shuffle_seed, chunk_
                 n_shards=2, shuffle_seed=shuffle_seed,
                 log=lambda *a: None)
     assert os.listdir(disk) == []
+
+
+def test_run_outputs_on_a_full_disk_leave_nothing_that_looks_finished(disk):
+    """The disk fills after model.h5 and timeline.csv, at report.json: the
+    run fails naming report.json, --out holds none of the three (report.json,
+    the proof of a finished run, is renamed into place last) and no staging
+    directory (here not even --out, which the run created); freed, the same
+    command works without --overwrite."""
+    from helpers.env import MPIEXEC, ROOT, job_env
+
+    def train(out):
+        cmd = [str(MPIEXEC), "-n", "1", sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", "--synthetic",
+               "disjunction", "--rounds", "200", "--features", "40000", "--quiet", "--out", out]
+        return subprocess.run(cmd, cwd=ROOT, env=job_env(), capture_output=True, text=True, timeout=120)
+
+    def used(path):  # bytes of the disk a file takes
+        return os.stat(path).st_blocks * 512
+
+    probe = os.path.join(disk, "probe")
+    assert train(probe).returncode == 0
+    before_report = sum(used(os.path.join(probe, n)) for n in ("model.h5", "timeline.csv")) + 4096  # and .lock
+    assert used(os.path.join(probe, "report.json")) > 4096
+    shutil.rmtree(probe)
+    fill(disk, leave=before_report)  # free: before_report + at most one 4 KiB page
+    out = os.path.join(disk, "run")
+    proc = train(out)
+    assert proc.returncode != 0
+    assert f"{out}/report.json: cannot write (No space left on device)" in proc.stderr, proc.stderr
+    assert not os.path.exists(out)  # nothing of the run: the lock removes the directory it made
+    os.unlink(os.path.join(disk, "filler"))
+    proc = train(out)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(out)) == ["model.h5", "report.json", "timeline.csv"]
+
+
+def test_a_set_of_files_on_a_full_disk_keeps_the_previous_set(disk):
+    from mpisgd.atomic import file_set
+
+    names = ("model.bin", "report.json")
+    with file_set(disk, names) as files:
+        for name in names:
+            with open(files[name], "w") as f:
+                f.write(f"first {name}")
+    fill(disk, leave=8 * 1024)
+    with pytest.raises(MpisgdError, match=f"{disk}/model.bin: cannot write.*No space left on device"):
+        with file_set(disk, names) as files:
+            atomic_write(files["model.bin"], b"\0" * 100_000)
+    for name in names:
+        with open(os.path.join(disk, name)) as f:
+            assert f.read() == f"first {name}"
+    assert sorted(os.listdir(disk)) == ["filler", *sorted(names)]
+
+
+def atomic_write(path, data):
+    from mpisgd.atomic import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)

@@ -5,10 +5,10 @@ side by side, from their run directories (report.json and timeline.csv).
 
 Prints one table (held-out error when the run was scored with ``train
 --test``, online error, bytes, MPI messages, wall time) and, with ``--out``,
-draws three figures: the cumulative online error against the bytes sent
-(error-vs-bytes.png), the final errors against wall time
+draws three figures (mpisgd/plots.py): the cumulative online error against
+the bytes sent (error-vs-bytes.png), the final errors against wall time
 (error-vs-time.png) and the cumulative online error over rounds
-(error-over-rounds.png). ``compare(runs, out)`` is the same from Python.
+(error-over-rounds.png), titled with the runs' settings. ``compare(runs, out)`` is the same from Python.
 """
 
 HELP = "compare runs of train/simulate: a table (errors, bytes, messages, time) and figures"
@@ -59,7 +59,8 @@ def summary(run_dir):
             timeline = np.column_stack([data["round"], rate, data["bytes_total"]])
     name = os.path.basename(os.path.normpath(os.path.abspath(run_dir)))
     return {"name": name, "heldout_error": heldout, "online_error": errors / max(1, examples),
-            "bytes": int(nbytes), "messages": int(messages), "wall": float(wall), "timeline": timeline}
+            "bytes": int(nbytes), "messages": int(messages), "wall": float(wall), "timeline": timeline,
+            "report": r}
 
 
 def table(rows):
@@ -76,60 +77,17 @@ def table(rows):
 
 def figures(rows, out):
     """Draw FIGURES into ``out``; returns their paths."""
+    import importlib.util
     import os
 
     from mpisgd.errors import MpisgdError
 
-    try:
-        import matplotlib
-    except ImportError:
-        raise MpisgdError("compare --out needs matplotlib (pip install 'mpisgd[plot]')") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from mpisgd.plots import _save
+    if importlib.util.find_spec("matplotlib") is None:
+        raise MpisgdError("compare --out needs matplotlib (pip install 'mpisgd[plot]')")
+    from mpisgd.plots import comparison
 
     os.makedirs(out, exist_ok=True)
-    paths = [os.path.join(out, name) for name in FIGURES]
-    # cumulative online error against bytes: each run's path, its end marked
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for i, r in enumerate(rows):
-        tl = r["timeline"]
-        if len(tl):
-            ax.plot(tl[:, 2], tl[:, 1], color=f"C{i}", lw=1)
-        ax.plot(r["bytes"], r["online_error"], "o", color=f"C{i}", label=r["name"])
-    ax.set_xscale("symlog", linthresh=1e3)
-    ax.set_xlabel("bytes sent (cumulative)")
-    ax.set_ylabel("online error rate (cumulative)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    _save(fig, paths[0])
-    plt.close(fig)
-    # final errors against wall time: online (dots) and held-out (crosses)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for i, r in enumerate(rows):
-        ax.plot(r["wall"], r["online_error"], "o", color=f"C{i}", label=f"{r['name']} (online)")
-        if r["heldout_error"] is not None:
-            ax.plot(r["wall"], r["heldout_error"], "x", color=f"C{i}", label=f"{r['name']} (held-out)")
-    ax.set_xlabel("wall time (s)")
-    ax.set_ylabel("error rate")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    _save(fig, paths[1])
-    plt.close(fig)
-    # cumulative online error over rounds
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for i, r in enumerate(rows):
-        tl = r["timeline"]
-        if len(tl):
-            ax.plot(tl[:, 0], tl[:, 1], color=f"C{i}", lw=1, label=r["name"])
-    ax.set_xlabel("round")
-    ax.set_ylabel("online error rate (cumulative)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    _save(fig, paths[2])
-    plt.close(fig)
-    return paths
+    return comparison(rows, [os.path.join(out, name) for name in FIGURES])
 
 
 def compare(runs, out=None):

@@ -7,7 +7,7 @@ conditions every 6 rounds, in its default (async) mode and in its
 deterministic sync mode. A quiet check costs nothing, so the dynamic protocol
 can check more often than static b=8 syncs: at b = 6 its median error over
 runs stays within 3 % of static b=8's (single runs vary), at b = 8 it does not
-(bench/README.md, "The demo's check period"). With the default hedge
+(docs/ALGORITHMS.md §4.5, docs/RESULTS.md). With the default hedge
 (``--hedge auto``) 4 learners use the authors' later hedge: each violation
 is then one full sync (nonblocking collectives), with no model sent to rank
 0, instead of balance requests through it (docs/ALGORITHMS.md §4.5). Each run is

@@ -3,7 +3,7 @@
     mpisgd plot runs/reproduce/results.json --out runs/reproduce/figures
     mpisgd plot runs/sim/timeline.csv runs/train/timeline.csv --out runs/cmp
 
-For a sweep (``bench/reproduce.py``'s results.json): per experiment, Kamp et
+For a sweep (``bench/reproduce/reproduce.py``'s results.json): per experiment, Kamp et
 al.'s Figure 1 (cumulative online error against messages, one point per
 configuration, median over seeds with the range as bars) in messages and in
 bytes, and the cumulative error and messages over rounds of one seed. For

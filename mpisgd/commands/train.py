@@ -61,11 +61,11 @@ def add_arguments(parser):
                    help="checkpoint when S seconds have passed since the last one, checked every "
                         "--poll-rows rounds (default 0: off)")
     g.add_argument("--resume", metavar="DIR", default=None,
-                   help="go on from the newest complete checkpoint in DIR (a run's --out, its "
+                   help="go on from the newest intact checkpoint in DIR (a run's --out, its "
                         "checkpoints/ or one round-<t>/ directory); the configuration must be the same")
     tuning(g.add_argument("--stop-grace", type=float, default=None, metavar="S",
-                          help="with checkpoints, after SIGTERM: end at once, without a checkpoint, if the ranks "
-                          "have not agreed to stop within S seconds (a rank stuck or gone; default 120)"))
+                          help="with checkpoints, after SIGTERM: end at once, without a checkpoint, if the run "
+                          "has not stopped within S seconds (a rank stuck or gone; default 120)"))
 
 
 def _sources(args, size, rank, central):
@@ -86,27 +86,6 @@ def _sources(args, size, rank, central):
         return RoundMajorSource([ShardSource([p] * args.epochs, args.block_rows, each) for p in args.shards])
     mine = shards_for_rank(len(args.shards), size, rank)
     return ShardSource([args.shards[i] for i in mine] * args.epochs, args.block_rows, args.resident_mb)
-
-
-def _check_out_dir(out):
-    """Fail before training if rank 0 could not write the output directory,
-    without making it: a run that fails leaves no empty directory behind (the
-    runner makes it when it writes the outputs)."""
-    import os
-    import tempfile
-
-    from mpisgd.errors import MpisgdError
-
-    existing = os.path.abspath(out)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    try:
-        if existing != os.path.abspath(out) and not os.path.isdir(existing):
-            raise NotADirectoryError(f"{existing} is not a directory")
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as exc:
-        raise MpisgdError(f"--out {out}: cannot write the output directory ({exc.strerror or exc})") from None
 
 
 def _config(args):
@@ -204,6 +183,17 @@ def configuration_line(size, data, config):
 
 
 def run(args):
+    from mpi4py import MPI
+
+    from mpisgd import rundir
+
+    if MPI.COMM_WORLD.Get_rank() != 0:
+        return _run(args)
+    with rundir.RunLock(args.out):  # rank 0 holds --out for the run's life
+        return _run(args)
+
+
+def _run(args):
     import dataclasses
     import sys
 
@@ -226,7 +216,6 @@ def run(args):
         except MpisgdError as exc:  # rank 0's error, on every rank: printed once
             raise UsageError(str(exc)) from None
     if rank == 0:
-        _check_out_dir(args.out)
         preprocessing = rundir.start_train_run(args.out, args.overwrite or args.resume, args.shards, args.test)
     source = _sources(args, size, rank, central)
     calibration = None
@@ -259,9 +248,9 @@ def run(args):
     run, report = train(comm, source, config, out_dir=args.out, progress=progress,
                         extra={"data": data, "argv": sys.argv[1:], "options": recorded(args),
                                "eta0_calibration": calibration},
-                        checkpointer=checkpointer, resume=args.resume, fingerprint=fingerprint)
-    if rank == 0:
-        rundir.complete_train_run(args.out, report, preprocessing, args.test)
+                        checkpointer=checkpointer, resume=args.resume, fingerprint=fingerprint,
+                        complete=lambda model, report: rundir.complete_train_run(model, report, preprocessing,
+                                                                                 args.test))
     if rank == 0 and not args.quiet:
         if run.resumed is not None:
             print(f"mpisgd train: resumed from {run.resumed[0]} (round {run.resumed[1]})")

@@ -15,8 +15,8 @@ since (another inode, size or modification time), in which case it is
 opened and verified again (and must still hold as many rows). Its map is
 dropped behind each pass (a resident set of a few blocks), or, up to
 ``resident_mb`` of such shards, kept between its passes: a later pass then
-reads pages already mapped instead of mapping them again (bench/README.md,
-"Data": that re-mapping cost more than the reading itself).
+reads pages already mapped instead of mapping them again (that re-mapping
+cost more than the reading itself: bench/bench_data.py --sections read).
 """
 
 import os

@@ -36,7 +36,7 @@ FORMAT_VERSION = 1
 CHUNK = 1 << 16  # elements per HDF5 chunk of indices/data (compressed layout)
 CHUNK_ROWS = 1 << 14  # elements per HDF5 chunk of indptr/labels (compressed layout)
 SEGMENT = 1 << 20  # bytes per checksum segment (contiguous layout)
-# Chosen by bench/bench_data.py: see bench/README.md, section "Data".
+# Chosen by bench/bench_data.py --sections compression,read.
 DEFAULT_COMPRESSION = "none"
 COMPRESSIONS = ("none", "lzf", "gzip")
 REQUIRED = ("format", "format_version", "n_rows", "n_features", "nnz")

@@ -16,8 +16,8 @@
              Data of at most ``UNIFORM_BYTES`` get c = 1, i.e. the same uniform
              permutation as "full": they stay in cache, so the order costs
              little there, while chunks of neighbouring rows cost a file whose
-             neighbours are alike (w8a) 7–15 % in objective (bench/README.md,
-             "Copy-free block order (issue 13)").
+             neighbours are alike (w8a) 7–15 % in objective
+             (bench/order_quality.py).
 ``"none"``   file order.
 
 All are deterministic given the random generator (a numpy RandomState).

@@ -1,13 +1,13 @@
-"""Issue 11's byte targets with compressed models, in the simulator.
+"""Bytes against static averaging at its error, with compressed models, in the simulator.
 
-    python bench/issue11_bytes.py --set network --seeds 10 --jobs 2 --json nn.jsonl
-    python bench/issue11_bytes.py --set disjunction --seeds 10 --jobs 2 --json dj.jsonl
-    python bench/issue11_bytes.py --set network --report nn.jsonl        # tables only
+    python bench/compressed_byte_targets.py --set network --seeds 10 --jobs 2 --json nn.jsonl
+    python bench/compressed_byte_targets.py --set disjunction --seeds 10 --jobs 2 --json dj.jsonl
+    python bench/compressed_byte_targets.py --set network --report nn.jsonl        # tables only
 
 Every configuration of one seed learns from the same rows (``run_many``), as in
-bench/reproduce.py. Two sets:
+bench/reproduce/reproduce.py. Two sets:
 
-- network: the ``neuralnet-unit`` experiment of bench/reproduce.py (the network
+- network: the ``neuralnet-unit`` experiment of bench/reproduce/reproduce.py (the network
   target, n = 150, k = 1,024, T = 2,500, drift 0.0002; unit-norm inputs x/√150 with
   η = 1, run exactly as η = 1/150 and Δ/150 on the raw ±1 rows; Δ below in
   unit-norm units). static b=8 with none / fp16 / q8; the dynamic protocol with
@@ -72,7 +72,7 @@ def disjunction_configs():
 
 
 SETS = {"network": network_configs, "disjunction": disjunction_configs}
-BYTE_TARGET = {"network": 0.40, "disjunction": 0.05}  # issue 11: at static b=8's error, at most this share of its bytes
+BYTE_TARGET = {"network": 0.40, "disjunction": 0.05}  # the target: at static b=8's error, at most this share of its bytes
 
 
 def one_seed(task):

@@ -1,9 +1,9 @@
 """Does the copy-free "block" order learn as well as the full shuffle? The
-quality check of issue 13: objective and test error after 5 epochs, "block"
+quality check: objective and test error after 5 epochs, "block"
 against "full", over seeds, with the estimator's defaults (γ0 calibrated by
 every fit, as a user gets it).
 
-    NUMBA_NUM_THREADS=1 .venv/bin/python bench/bench_order.py [--seeds 5] [--scale 1.0]
+    NUMBA_NUM_THREADS=1 .venv/bin/python bench/order_quality.py [--seeds 5] [--scale 1.0]
 
 Data: a9a and w8a from ../shared/data (train and ``.t`` test files; w8a's file
 is sorted by label: 740 negatives, 1,479 positives, then 47,530 negatives),

@@ -1,9 +1,9 @@
 """Reproduce Kamp et al. (2014), Figure 1, and the comparisons beyond it.
 
-    python bench/reproduce.py                      # everything (make reproduce)
-    python bench/reproduce.py --resume             # continue an interrupted sweep
-    python bench/reproduce.py --only neuralnet,neuralnet-unit --nn-seeds 2 --out runs/nn
-    python bench/reproduce.py --only disjunction --seeds 3 --rounds 2000 --out runs/try
+    python bench/reproduce/reproduce.py                      # everything (make reproduce)
+    python bench/reproduce/reproduce.py --resume             # continue an interrupted sweep
+    python bench/reproduce/reproduce.py --only neuralnet,neuralnet-unit --nn-seeds 2 --out runs/nn
+    python bench/reproduce/reproduce.py --only disjunction --seeds 3 --rounds 2000 --out runs/try
 
 Each task is one stream (stream, seed): its rows are generated once per
 block of rounds and fed to every configuration of every experiment on that
@@ -11,7 +11,7 @@ stream in lock-step (``mpisgd.simulator.run_many``), so configurations are
 compared on exactly the same examples, and a configuration two experiments
 share runs once. Results (one row per experiment, configuration and seed,
 with the stream's drift rounds) go to OUT/results.json and OUT/results.csv;
-then ``bench/repro_tables.py`` writes OUT/tables.md and ``mpisgd plot
+then ``bench/reproduce/sweep_tables.py`` writes OUT/tables.md and ``mpisgd plot
 OUT/results.json`` draws the figures (both run at the end unless --no-report).
 
 Experiments (docs/ALGORITHMS.md §4):
@@ -335,9 +335,9 @@ def main(argv=None):
     if not args.no_report:
         here = os.path.dirname(os.path.abspath(__file__))
         sys.path.insert(0, here)
-        import repro_tables
+        import sweep_tables
 
-        repro_tables.main([os.path.join(args.out, "results.json"), "--out", os.path.join(args.out, "tables.md")])
+        sweep_tables.main([os.path.join(args.out, "results.json"), "--out", os.path.join(args.out, "tables.md")])
         from mpisgd.cli import main as cli
 
         cli(["plot", os.path.join(args.out, "results.json"), "--out", os.path.join(args.out, "figures")])

@@ -2,7 +2,7 @@
 against static averaging every 8 rounds, on Kamp et al.'s drifting disjunction
 (n = 100, k = 512, T = 25,000, drift 0.0002, log loss, η = 1).
 
-    python bench/paper_scale.py --seeds 10 --jobs 2        # the table of bench/README.md
+    python bench/reproduce/paper_scale.py --seeds 10 --jobs 2        # the table of bench/README.md
 
 Every configuration of one seed learns from the same rows (``run_many``).
 For each configuration: the median over seeds of its online errors, MPI

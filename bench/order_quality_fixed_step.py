@@ -1,7 +1,7 @@
 """Does the locality-aware order learn as well as the full shuffle? Objective and
 test error after 5 epochs, each shuffle mode, averaged over seeds.
 
-    NUMBA_NUM_THREADS=1 .venv/bin/python bench/bench_shuffle.py [--seeds 5] [--scale 1.0]
+    NUMBA_NUM_THREADS=1 .venv/bin/python bench/order_quality_fixed_step.py [--seeds 5] [--scale 1.0]
 
 Data: a9a and w8a from ../shared/data (w8a's file is sorted by label: 740
 negatives, 1,479 positives, then 47,530 negatives) and the RCV1-like synthetic

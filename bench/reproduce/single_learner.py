@@ -2,8 +2,8 @@
 CASGD, test error and training objective after each epoch, and the time per
 epoch beside Bottou's published RCV1 figures.
 
-    python bench/repro_single.py --out runs/single                 # RCV1-scale synthetic, a9a, w8a
-    python bench/repro_single.py --datasets a9a,w8a --epochs 5
+    python bench/reproduce/single_learner.py --out runs/single                 # RCV1-scale synthetic, a9a, w8a
+    python bench/reproduce/single_learner.py --datasets a9a,w8a --epochs 5
 
 Data: ``mpisgd.data.synthetic.rcv1_like`` (781,265 train / 23,149 test
 documents, 47,152 features, as RCV1 CCAT in Bottou's experiments; its size
@@ -25,7 +25,9 @@ import numpy as np
 
 BOTTOU = {("hinge", 1e-4): ("SGD 1.4 s", "6.02 %"), ("log", 1e-5): ("SGD 2.3 s", "5.66 %")}
 ALGORITHMS = ("sgd", "asgd", "dekel-casgd")
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+NAMES = {"sgd": "SGD, step γ0/(1 + λγ0·t), γ0 calibrated", "asgd": "ASGD, averaged from the 2nd epoch",
+         "dekel-casgd": "CASGD (Dekel), step 1/(λt)"}
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def load(name, n_train):
@@ -75,20 +77,26 @@ def plot(rows, out):
         for i, algo in enumerate(ALGORITHMS):
             rr = [r for r in pick if r["algorithm"] == algo]
             ep = [r["epoch"] for r in rr]
-            a1.plot(ep, [r["objective"] for r in rr], "o-", color=f"C{i}", label=algo, ms=3)
-            a2.plot(ep, [100 * r["test_error"] for r in rr], "o-", color=f"C{i}", label=algo, ms=3)
+            a1.plot(ep, [r["objective"] for r in rr], "o-", color=f"C{i}", label=NAMES[algo], ms=3)
+            a2.plot(ep, [100 * r["test_error"] for r in rr], "o-", color=f"C{i}", label=NAMES[algo], ms=3)
         a1.set_xlabel("epochs")
-        a1.set_ylabel("training objective F(w, b)")
+        a1.set_ylabel("training objective F(w, b) (log)")
         a1.set_yscale("log")
         a2.set_xlabel("epochs")
         a2.set_ylabel("test error (%)")
-        a1.set_title(f"{name}, {loss}, λ={lam:g}")
-        a2.legend()
-        fig.tight_layout()
+        a1.set_title("Training objective after each epoch", fontsize=9)
+        a2.set_title("Test error after each epoch", fontsize=9)
+        a2.legend(fontsize=7)
+        for ax in (a1, a2):
+            ax.set_xticks(sorted({r["epoch"] for r in pick}))
+            ax.grid(True, lw=0.3, alpha=0.5)
+        fig.suptitle(f"{name}: {loss} loss, λ={lam:g}, one learner, one partial_fit per epoch in a fresh "
+                     "random order", fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 0.94))
         path = os.path.join(out, f"single-{name}-{loss}.png")
         fig.savefig(path, dpi=120)
         plt.close(fig)
-        print(f"repro_single: wrote {path}")
+        print(f"single_learner: wrote {path}")
 
 
 def table(rows):
@@ -120,9 +128,9 @@ def main(argv=None):
         start = time.perf_counter()
         data = load(name, args.n_train)
         if data is None:
-            print(f"repro_single: {name} not found under {DATA}, skipped")
+            print(f"single_learner: {name} not found under {DATA}, skipped")
             continue
-        print(f"repro_single: {name} loaded in {time.perf_counter() - start:.1f}s", flush=True)
+        print(f"single_learner: {name} loaded in {time.perf_counter() - start:.1f}s", flush=True)
         for loss, lam in ((("hinge", 1e-4), ("log", 1e-5))):
             rows += run(name, data, loss, lam, args.epochs)
     with open(os.path.join(args.out, "single.json"), "w") as f:
