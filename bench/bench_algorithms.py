@@ -366,10 +366,13 @@ def pa(args):
                                            *rule_args, *proto_args]))
                 with open(os.path.join(out, "report.json")) as f:
                     rep = json.load(f)
-            rows.append(dict(rule=rule, protocol=proto, errors=int(rep["errors"]),
-                             examples=int(rep["examples"]), model_messages=int(rep["model_messages"]),
-                             bytes=int(sum(rep["bytes_sent"].values())), seconds=seconds,
-                             drifts=len(rep["drifts"]), nonzeros=int(np.count_nonzero(rep["coef"]))))
+            online, comm = rep["online"], rep["communication"]
+            rows.append(dict(rule=rule, protocol=proto, errors=int(online["errors"]),
+                             examples=int(online["examples"]),
+                             model_messages=int(comm["model_messages_paper"]["total"]),
+                             bytes=int(comm["total_bytes"]), seconds=seconds,
+                             drifts=len(rep["simulation"]["drifts"]),
+                             nonzeros=int(np.count_nonzero(rep["model"]["coef"]))))
             print(json.dumps(rows[-1]), flush=True)
     return rows
 

@@ -34,18 +34,8 @@ from mpi4py import MPI
 
 from mpisgd import wire
 from mpisgd.errors import MpisgdError
-
-# Tags of docs/WIRE.md.
-VIOLATION, REQUEST, REPLY, BALANCED, NEWREF, COMMAND = 1, 2, 3, 4, 5, 6
-# Async mode: a violation carries the number of sync results its sender had
-# received, as tag VIOLATION_ASYNC + epoch mod EPOCHS, so that rank 0 can
-# drop a violation overtaken by a resolution that already included the sender
-# (and take a current one as the reply to a fetch that crossed it).
-VIOLATION_ASYNC, EPOCHS = 1000, 16384
-# Commands (one int64, tag COMMAND). Async checkpoints: CUT (rank 0 → all: agree
-# on the round of a consistent cut), STOP (a follower → rank 0: it was signalled).
-DIST, FULLSYNC, END, DONE, FINISH, CUT, STOP = 1, 2, 3, 4, 5, 6, 7
-DISTANCE = 7  # tag of a DIST reply (float64)
+from mpisgd.wire import (BALANCED, COMMAND, CUT, DIST, DISTANCE, DONE, END, EPOCHS, FINISH, FULLSYNC, NEWREF, REPLY,
+                         REQUEST, STOP, VIOLATION, VIOLATION_ASYNC)  # the tags and commands of docs/WIRE.md
 
 _CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
 
@@ -256,6 +246,7 @@ class MPITransport:
     def __init__(self, comm, learners, asynchronous=False, violation_models=True):
         self.comm = comm
         self.asynchronous = asynchronous
+        self.sequence = wire.SEQUENCE["async" if asynchronous else "sync"]  # what a check point sends
         # whether a violation carries its model (not where every resolution is a full sync:
         # ``ProtocolConfig.syncs_every_violation``); without, an async violation is an empty message
         self.violation_models = violation_models
@@ -376,8 +367,9 @@ class MPITransport:
         """Every learner takes the mean of all models, which becomes r (blocking;
         inside a sync-mode resolution rank 0 first commands the serving followers)."""
         if self.serving:
+            command = self.sequence["fullsync_command"]
             for i in range(1, self.k):
-                self.comm.Send(_int64(FULLSYNC), i, COMMAND, "control")
+                self.comm.Send(_int64(command.code), i, command.tag, command.category)
         if self.coordinating:
             self.results_sent += 1
         self.last_sent = None  # every current model goes into the mean
@@ -444,7 +436,7 @@ class MPITransport:
             else:
                 self._isend(self._message(), 0, VIOLATION, "violation")
         flag, count = _int64(int(violating)), np.zeros(1, dtype=np.int64)
-        return self.comm.Iallreduce(flag, count, MPI.SUM, "control"), flag, count, own
+        return self.comm.Iallreduce(flag, count, MPI.SUM, self.sequence["count"].category), flag, count, own
 
     def end_check(self, handle):
         """Complete a check: (count, violators, models); violators and models on
@@ -484,8 +476,9 @@ class MPITransport:
 
     def close_resolution(self):
         """Rank 0: END to every follower."""
+        end = self.sequence["end"]
         for i in range(1, self.k):
-            self.comm.Send(_int64(END), i, COMMAND, "control")
+            self.comm.Send(_int64(end.code), i, end.tag, end.category)
         self.serving = False
 
     def settled(self):
@@ -512,21 +505,22 @@ class MPITransport:
         model = np.asarray(model, dtype=np.float64)
         ids = [int(i) for i in ids]
         others = [i for i in ids if i != 0]
-        tag = NEWREF if new_reference else BALANCED
+        result = self.sequence["balance_result"]
+        tag = NEWREF if new_reference else result.tag
         self.results_sent[ids] += 1
         if others:
             buf = self.learners.encode(0, model)
             if self.learners.compress != "none":
                 model = self.learners.decode(buf)  # every member takes the model sent
-            if self.asynchronous and wire.relayed(len(others)):
+            if result.route == "relay" and wire.relayed(len(others)):
                 self._isend(np.concatenate([buf, wire.relay_trailer(others, self.k)]), others[0], tag,
-                            "balance_result")
-            elif self.asynchronous:  # each member's message names it alone: it hands it on to no one
+                            result.category)
+            elif result.route == "relay":  # each member's message names it alone: it hands it on to no one
                 for i in others:
-                    self._isend(np.concatenate([buf, wire.relay_trailer([i], self.k)]), i, tag, "balance_result")
+                    self._isend(np.concatenate([buf, wire.relay_trailer([i], self.k)]), i, tag, result.category)
             else:
                 for i in others:
-                    self._isend(buf, i, tag, "balance_result")
+                    self._isend(buf, i, tag, result.category)
         if 0 in ids or new_reference:
             self._take(model, new_reference)
         self._prune_sends()

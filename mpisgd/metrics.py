@@ -4,8 +4,7 @@ the CSV timeline.
 ``write_report(path, report)`` writes any JSON-serializable dict (NumPy
 scalars and arrays are converted) atomically, with sorted keys.
 
-``run_report`` sums the ranks' summaries of an ``mpisgd train`` run into its
-report. ``Timeline`` collects, every N rounds, the cumulative online errors and loss
+The report's schema is ``mpisgd.report``'s. ``Timeline`` collects, every N rounds, the cumulative online errors and loss
 (summed over learners) and the cumulative bytes sent by category
 (``mpisgd.wire.CATEGORIES``), and writes them as CSV with the header
 
@@ -50,47 +49,6 @@ def write_report(path, report):
 def read_report(path):
     with open(path, encoding="utf-8") as f:
         return json.load(f)
-
-
-def run_report(configuration, summaries, stats, counter):
-    """The report of a distributed run: ``summaries``, one per rank
-    (``Run.rank_summary``), summed; ``stats`` and ``counter``, the
-    coordinator's statistics (``ProtocolStats.as_dict``) and violation counter."""
-    from mpisgd import __version__
-
-    examples = sum(s["examples"] for s in summaries)
-    errors = sum(s["errors"] for s in summaries)
-    loss = sum(s["loss"] for s in summaries)
-    comm = {side: {c: {key: sum(s["communication"][side][c][key] for s in summaries)
-                       for key in ("messages", "bytes")} for c in CATEGORIES}
-            for side in ("sent", "received")}
-    model_messages = stats["model_messages"]
-    return {
-        "mpisgd_version": __version__,
-        "configuration": configuration,
-        "online": {"examples": examples, "loss": loss, "errors": errors,
-                   "mean_loss": loss / max(1, examples), "error_rate": errors / max(1, examples)},
-        "per_rank": summaries,
-        "communication": {
-            **comm,
-            "total_bytes": sum(v["bytes"] for v in comm["sent"].values()),
-            "total_messages": sum(v["messages"] for v in comm["sent"].values()),
-            "model_bytes": sum(comm["sent"][c]["bytes"] for c in CATEGORIES if c != "control"),
-            "model_messages_paper": {**model_messages, "total": sum(model_messages.values())},
-        },
-        "protocol": {
-            "hedge": stats["hedge"], "checks": stats["checks"], "violations": stats["violations"],
-            "balancings": stats["balancings"], "augmented": stats["augmented"],
-            "full_syncs": {**stats["full_syncs"], "total": sum(stats["full_syncs"].values())},
-            "violation_counter": counter,
-        },
-        "time": {
-            "wall": max(s["time"]["wall"] for s in summaries),
-            **{key: {"total": sum(s["time"][key] for s in summaries),
-                     "max": max(s["time"][key] for s in summaries)}
-               for key in ("compute", "communication", "io", "checkpoint", "waiting", "other")},
-        },
-    }
 
 
 class Timeline:

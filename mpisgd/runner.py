@@ -61,8 +61,9 @@ import numpy as np
 from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
-from mpisgd.protocol import (MODES, AsyncCoordinator, CheckPoints, Coordinator, NodeCheckPoints, Pilot, ProtocolConfig,
-                             check_hierarchy_learner, warm_up_protocol)
+from mpisgd.engine import Engine
+from mpisgd.protocol import (SHARED, AsyncCoordinator, Pilot, ProtocolConfig, Schedule, check_hierarchy_learner,
+                             warm_up_protocol)
 
 
 
@@ -74,7 +75,7 @@ class RunConfig:
     """Everything a run needs besides its rows and its communicator."""
 
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
-    mode: str = "async"
+    mode: str = None  # the protocol's mode when given (None: its own); afterwards the protocol's
     learner: dict = field(default_factory=dict)  # keyword arguments of OnlineLearners
     timeline_every: int = 0  # rounds between timeline rows (0: only at the end)
     poll_rows: int = 256  # async: rounds between polls for rank 0's messages
@@ -82,8 +83,8 @@ class RunConfig:
     staleness: int = 0  # async: rounds a violator learns on before it waits for its resolution
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise MpisgdError(f"mode: unknown {self.mode!r}; choose one of {', '.join(MODES)}")
+        self.protocol = self.protocol.with_mode(self.mode)
+        self.mode = self.protocol.mode
         if self.timeline_every < 0:
             raise MpisgdError(f"timeline_every: must be >= 0, got {self.timeline_every}")
         if self.poll_rows < 1:
@@ -93,14 +94,13 @@ class RunConfig:
         if self.staleness < 0:
             raise MpisgdError(f"staleness: must be >= 0, got {self.staleness}")
         if self.protocol.hierarchical:
-            self.protocol.check_hierarchy(self.mode)
             check_hierarchy_learner(self.learner)
         if self.protocol.fda_estimate == "exact":
-            raise MpisgdError("fda_estimate: 'exact' is the simulator's oracle (it would cost a dense "
-                              "Allreduce per check); train uses 'linear'")
+            raise MpisgdError("protocol: fda_estimate (--fda-estimate) 'exact' is the simulator's oracle (it would "
+                              "cost a dense Allreduce per check); train uses 'linear'")
 
     def as_dict(self):
-        return {"protocol": self.protocol.as_dict(), "mode": self.mode, "learner": dict(self.learner),
+        return {"protocol": self.protocol.as_dict(), "mode": self.protocol.mode, "learner": dict(self.learner),
                 "timeline_every": self.timeline_every, "poll_rows": self.poll_rows, "poll_seconds": self.poll_seconds,
                 "staleness": self.staleness}
 
@@ -134,7 +134,7 @@ class Run:
         self.progress = progress
         self.observer = observer
         self.central = config.protocol.central
-        self.asynchronous = config.protocol.asynchronous(config.mode, self.size)
+        self.asynchronous = config.protocol.asynchronous(self.size)
         if config.protocol.monitoring and (checkpointer is not None or resume is not None):
             raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
                               "do not support fda yet")
@@ -149,27 +149,25 @@ class Run:
             if checkpointer is not None or resume is not None:
                 raise MpisgdError("protocol: checkpoints (--checkpoint-every, --checkpoint-seconds, --resume) "
                                   "do not support hierarchical synchronization (--node-size) yet")
-            if config.protocol.node_size != "shared":
-                config.protocol.check_hierarchy(config.mode, self.size, config.protocol.node_size)
+            if config.protocol.node_size != SHARED:
+                config.protocol.check_nodes(self.size, config.protocol.node_size)
             node, leaders, m = node_communicators(self.comm, config.protocol.node_size)
-            config.protocol.check_hierarchy(config.mode, self.size, m)
+            config.protocol.check_nodes(self.size, m)
             self.node_comm = node
             # the start, pilot and final collectives over every rank; the protocol between node leaders
-            self.coordinator = Coordinator(config.protocol, self.size // m)  # resolves on rank 0 only
-            models = not config.protocol.syncs_every_violation(self.coordinator.k)  # violations carry them
+            models = not config.protocol.syncs_every_violation(self.size // m)  # violations carry them
             self.world = MPITransport(self.comm, self.learners)
             self.transport = None if leaders is None else MPITransport(leaders, self.learners,
                                                                         violation_models=models)
             self.nodes = NodeTransport(node, self.learners, self.transport)
-            self.checkpoints = NodeCheckPoints(self.coordinator)
+            self.engine = Engine(config.protocol, self.size // m, self.transport, self.nodes)
         else:
-            self.coordinator = Coordinator(config.protocol, self.size)  # resolves on rank 0 only
             models = not config.protocol.syncs_every_violation(self.size)  # violations carry them
             self.transport = MPITransport(self.comm, self.learners, asynchronous=self.asynchronous,
                                           violation_models=models)
             self.world = self.transport
-            self.transport.steer = self.coordinator.steer if config.protocol.budget else None
-            self.checkpoints = CheckPoints(self.coordinator)
+            self.engine = Engine(config.protocol, self.size, self.transport)
+        self.coordinator, self.checkpoints = self.engine.coordinator, self.engine.points
         self.timeline = Timeline()
         self.members = None
         self.pilot = None  # --delta auto: the pilot of the first P rounds, until Δ is set (run)
@@ -278,8 +276,7 @@ class Run:
         """--delta auto, after round P on every rank: the pilot's statistics to
         every rank (an Allgather), and Δ from them (``Coordinator.set_auto_delta``)."""
         if self.pilot is not None and t == self.pilot.end:
-            statistics = self.world.pilot_allgather(self.pilot.statistics()[0])
-            self.coordinator.set_auto_delta(statistics, self.config.learner)
+            self.engine.end_pilot(self.world, self.pilot.statistics()[0], self.config.learner)
             self.pilot = None
 
     def _tell_progress(self, transport, t):
@@ -293,11 +290,9 @@ class Run:
         """The check point after round t (sync mode)."""
         if self.observer is not None:
             self.observer.before(t, self)
-        if self.nodes is not None:
-            self.members = self.checkpoints.check(t, self.nodes, self.transport)
-        else:
+        if self.transport is not None:
             self._tell_progress(self.transport, t)
-            self.members = self.checkpoints.check(t, self.transport)
+        self.members = self.engine.check(t)
         if self.observer is not None:
             self.observer.after(t, self, self.members if self.rank == 0 else None)
 
@@ -349,43 +344,21 @@ class Run:
         self.wall_seconds = time.perf_counter() - wall + self.times_before["wall"]
         return self.coef, self.intercept
 
-    def _boundaries(self, t, T, checking):
-        """The next round at which the loop must stop: a check point (hierarchical:
-        a node average), a timeline row or T."""
-        b = self._step_period
-        stop = T
-        if checking:
-            stop = min(stop, (t // b + 1) * b)
-        every = self.config.timeline_every
-        if every:
-            stop = min(stop, (t // every + 1) * every)
-        return stop
-
-    @property
-    def _step_period(self):
-        """Rounds between check points, or hierarchical, between node averages."""
-        p = self.config.protocol
-        return p.node_period if p.hierarchical else p.period
-
     def _run_sync(self, T, t=0):
-        checking = self.config.protocol.checking(self.size)
+        schedule = Schedule(self.config.protocol, self.size, T, self.config.timeline_every)
         learning = self.rank == 0 or not self.central
-        b = self._step_period
-        every = self.config.timeline_every
         ck = self.checkpointer
         while t < T:
-            stop = self._boundaries(t, T, checking)
+            stop = schedule.next_stop(t, pilot=self.pilot is not None)
             if ck is not None:
                 stop = min(stop, ck.next_stop(t) or T)
-            if self.pilot is not None:
-                stop = min(stop, self.pilot.end)
             if learning:
                 self._learn(stop)
             t = stop
             self._end_pilot(t)
-            if checking and t % b == 0:
+            if schedule.is_check(t):
                 self._check(t)
-            if (every and t % every == 0) or t == T:
+            if schedule.is_record(t):
                 self._record(t)
             if ck is not None and t < T and ck.due(t):
                 ck.save(t, *checkpoint.state(self, t))
@@ -394,16 +367,12 @@ class Run:
                 self.progress(t, T)
         if T == 0:
             self._record(0)
-        if self.nodes is not None:
-            self.checkpoints.settle(T, self.nodes, self.transport)  # the last check begun
-        else:
-            self.checkpoints.settle(self.transport)  # the last check begun
+        self.engine.settle(T)  # the last check begun
 
     def _run_async(self, T, t=0):
         """Dynamic protocol without lock-step (module docstring, docs/RUNNING.md)."""
-        every = self.config.timeline_every
+        schedule = Schedule(self.config.protocol, self.size, T, self.config.timeline_every)
         poll = self.config.poll_rows
-        pace = self.config.protocol.pace_rounds(self.config.mode, self.size)
         tr = self.transport
         staleness = self.config.staleness
         coordinator = AsyncCoordinator(self.coordinator, tr) if self.rank == 0 else None
@@ -427,19 +396,14 @@ class Run:
         violated = None  # the round of this learner's unresolved violation, or at which it joined a resolution
         rate = None  # rounds per second of this rank's last block (its polls come every ~poll_seconds)
         while t < T:
-            stop = min(T, (t // poll + 1) * poll)
+            stop = min(schedule.next_stop(t, protocol=False, pilot=self.pilot is not None, pace=True),
+                       (t // poll + 1) * poll)
             if rate is not None:  # a slow rank answers within poll_seconds, not poll_rows of its rounds
                 stop = min(stop, t + max(1, int(rate * self.config.poll_seconds)))
-            if every:
-                stop = min(stop, (t // every + 1) * every)
             if ck is not None and ck.every:
                 stop = min(stop, (t // ck.every + 1) * ck.every)
             if cut is not None:
                 stop = min(stop, cut)
-            if pace:
-                stop = min(stop, (t // pace + 1) * pace)
-            if self.pilot is not None:
-                stop = min(stop, self.pilot.end)
             began, before = time.perf_counter(), t
             if tr.pending:  # no own checks until the resolution arrives
                 if violated is not None:
@@ -468,14 +432,14 @@ class Run:
                 self._wait(lambda: not tr.pending, answer, t)  # bounded staleness: the resolution first
             if not tr.pending:
                 violated = None
-            if pace and t % pace == 0 and t < T:  # a pace round: every rank must have reached the last one
+            if schedule.is_pace(t):  # a pace round: every rank must have reached the last one
                 self._wait(tr.paced, answer, t)
                 tr.start_pace()
             if tr.cutting and cut is None:  # stop until the cut's round is agreed (≥ every rank's)
                 while (cut := tr.cut_round()) is None:
                     answer(t)
                     os.sched_yield()
-            if (every and t % every == 0) or t == T:
+            if schedule.is_record(t):
                 self._record(t)
             if t < T and (t == cut or (ck is not None and ck.every and t % ck.every == 0)):
                 self._cut(t, coordinator)
@@ -567,12 +531,12 @@ class Run:
         self.comm.Gather_meta(np.ascontiguousarray(timeline), gathered)
         if self.rank != 0:
             return None
-        from mpisgd.metrics import run_report
+        from mpisgd.report import train_report
 
         self.merged_timeline = Timeline.summed(list(gathered))
         configuration = {**self.config.as_dict(), "ranks": self.size, "rounds": self.T,
                          "n_features": self.learners.n_features, **(extra or {})}
-        report = run_report(configuration, summaries, self.coordinator.stats.as_dict(), self.coordinator.counter)
+        report = train_report(configuration, summaries, self.coordinator.stats.as_dict(), self.coordinator.counter)
         report["delta_auto"] = self.coordinator.auto  # --delta auto: the rule, its measured inputs and Δ
         if self.nodes is not None:
             from mpisgd.wire import CATEGORIES
@@ -606,7 +570,7 @@ class Run:
 
         os.makedirs(out_dir, exist_ok=True)
         meta = {"algorithm": f"online-{self.config.protocol.name}",
-                "protocol": self.config.protocol.as_dict(), "mode": self.config.mode,
+                "protocol": self.config.protocol.as_dict(), "mode": self.config.protocol.mode,
                 "ranks": self.size, "rounds": self.T, **{k: v for k, v in self.config.learner.items()
                                                         if isinstance(v, (str, int, float, bool))}}
         model = LinearModel(self.coef, self.intercept, loss, meta)

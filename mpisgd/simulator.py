@@ -47,7 +47,8 @@ from mpisgd import wire
 from mpisgd.errors import MpisgdError
 from mpisgd.data.rows import interleave
 from mpisgd.learners import OnlineLearners
-from mpisgd.protocol import MODES, SHARED, CheckPoints, Coordinator, NodeCheckPoints, Pilot, check_hierarchy_learner
+from mpisgd.engine import Engine
+from mpisgd.protocol import SHARED, Pilot, Schedule, check_hierarchy_learner
 
 CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
 ORDERS = ("learn-check", "check-learn")  # within a round: check after learning, or before
@@ -73,7 +74,7 @@ class SimTransport:
 
     def __init__(self, learners, ranks=None, mode="async", log=None, violation_models=True):
         self.L = learners
-        self.mode = mode  # whose messages to count: ``train --mode sync`` or the default mode
+        self.sequence = wire.SEQUENCE[mode]  # what a check point sends: ``train --mode sync``'s or the default mode's
         self.violation_models = violation_models  # as ``MPITransport``'s
         self.log = log  # a ``netmodel.EventLog`` to write every message into, or None
         self._ids = 0  # message and request ids of the log
@@ -141,6 +142,32 @@ class SimTransport:
         self._recv_bytes[ranks, c] += nbytes
         self._recv_msgs[ranks, c] += 1
         self._log_messages(senders, ranks, nbytes)  # a member's parent comes before it
+
+    def send(self, step, ranks=(), payload=0, count=1):
+        """The messages of ``step`` of a check point (``wire.SEQUENCE``) to or
+        from ``ranks`` (≠ 0), each carrying ``payload`` bytes; an allreduce
+        ``count`` times. Returns the log's request of a nonblocking allreduce,
+        or None."""
+        message = self.sequence[step]
+        if message is None or count == 0:
+            return None
+        ranks = np.asarray(ranks, np.int64)
+        k = len(self._sent_bytes)
+        nbytes = message.nbytes(payload, len(ranks), k)
+        if message.route == "allreduce":
+            self._count_allreduce(message.category, nbytes, count)
+            if self.log is None:
+                return None
+            self._ids += 1
+            self.log.iallreduce(nbytes, self._ids)
+            return self._ids
+        if message.route == "everyone":
+            self.down_to_all(message.category, nbytes)
+        elif message.route == "relay":
+            self.relay(ranks, message.category, nbytes)
+        else:
+            getattr(self, message.route)(ranks, message.category, nbytes)  # up, down
+        return None
 
     def down_to_all(self, category, nbytes):
         """One message of nbytes from rank 0 to every other rank (a command)."""
@@ -245,25 +272,17 @@ class SimTransport:
             self.up(violators[away], "violation", nbytes[away])
         else:
             models = None
-            if self.mode != "sync":
-                self.up(violators[away], "violation", 0)
+            self.send("empty_violation", violators[away])
         messages, self._deferred = self._deferred, None
-        request = None
-        if self.mode == "sync":
-            self._count_allreduce("control", 8)  # the nonblocking count of violators
-            if self.log is not None:
-                self._ids += 1
-                request = self._ids
-                self.log.iallreduce(8, request)
+        request = self.send("count")  # the agreement on the number of violators
         self.sent = {} if models is None else dict(zip(violators.tolist(), models))
         self.last_count = len(violators)
         return violators, models, messages, request
 
     def quiet_checks(self, count):
-        """The messages of ``count`` checks that found no violator: in sync
-        mode one control Allreduce each, in the default mode none."""
-        if self.mode == "sync" and count:
-            self._count_allreduce("control", 8, count)
+        """The messages of ``count`` checks that found no violator: each one's
+        agreement on the number of violators (sync mode: an Allreduce)."""
+        self.send("count", count=count)  # (never with an event log: it sees every check point)
 
     def end_check(self, handle):
         violators, models, messages, request = handle
@@ -299,9 +318,8 @@ class SimTransport:
         self.resolving = True
 
     def close_resolution(self):
-        """Sync mode: END to every serving rank."""
-        if self.mode == "sync":
-            self.down_to_all("control", wire.CONTROL_BYTES)
+        """The end of a resolution (sync mode: END to every serving rank)."""
+        self.send("end")
         self.resolving = False
 
     def settled(self):
@@ -336,10 +354,7 @@ class SimTransport:
             model, nbytes = L.decode(buf), len(buf)  # every member takes the model sent
         else:
             nbytes = wire.model_nbytes(int(np.count_nonzero(model[:n])), n)
-        if self.mode == "sync":
-            self.down(others, "balance_result", nbytes)
-        else:
-            self.relay(others, "balance_result", wire.relay_result_nbytes(nbytes, len(others), L.k))
+        self.send("balance_result", others, nbytes)
         members = set(np.asarray(ids).tolist())
         progress = {l: L.progress(l, z) for l, z in self.sent.items() if new_reference or l in members}
         if new_reference:
@@ -355,10 +370,8 @@ class SimTransport:
         COMMAND FULLSYNC to every other rank (relayed in the default mode). Every
         current model goes into the mean."""
         L, n, k, compress = self.L, self.L.n_features, self.L.k, self.L.compress
-        if self.resolving and self.mode == "sync":
-            self.down_to_all("control", wire.CONTROL_BYTES)
-        elif self.resolving:
-            self.relay(np.arange(1, k), "control", wire.fullsync_nbytes(k))
+        if self.resolving:
+            self.send("fullsync_command", np.arange(1, k))
         ids = np.arange(k)
         z, nnz, scales = L.sync_parts(ids)
         probe = wire.sync_probe_size(n, k, compress)
@@ -528,15 +541,15 @@ def _sum_in_order(z):
 class Simulation:
     """One configuration, advanced by ``feed`` over consecutive blocks of rounds.
 
-    ``protocol``: a ``ProtocolConfig`` (name none/static/dynamic/central);
+    ``protocol``: a ``ProtocolConfig`` (run in ``mode`` when given);
     ``learner``: keyword arguments of ``OnlineLearners``; ``drifts``: rounds
     after which the stream's target changed (for the phase breakdown only).
     """
 
     def __init__(self, k, n_features, rounds, protocol, learner=None, order="learn-check",
-                 drifts=(), drift_window=500, timeline_every=0, max_period=0, mode="async", network=None):
-        if mode not in MODES:
-            raise MpisgdError(f"mode: unknown {mode!r}; choose one of {', '.join(MODES)}")
+                 drifts=(), drift_window=500, timeline_every=0, max_period=0, mode=None, network=None):
+        protocol = protocol.with_mode(mode)  # mode: the protocol's own unless given
+        mode = protocol.mode
         if order not in ORDERS:
             raise MpisgdError(f"order: unknown {order!r}; choose one of {', '.join(ORDERS)}")
         if int(rounds) < 1:
@@ -570,18 +583,18 @@ class Simulation:
             self.world = SimTransport(self.L, self.k, mode)
             self.transport = SimTransport(leaders, leaders.k, mode,
                                           violation_models=not protocol.syncs_every_violation(leaders.k))
-            self.coordinator = Coordinator(protocol, leaders.k)
-            self.checkpoints = NodeCheckPoints(self.coordinator)
+            self.engine = Engine(protocol, leaders.k, self.transport, self.nodes)
             self.b = int(protocol.node_period)  # rounds between the stops of the loop: node averages
         else:
             self.transport = self.world = SimTransport(self.L, self.k, mode, self.log,
                                                        violation_models=not protocol.syncs_every_violation(self.k))
-            self.coordinator = Coordinator(protocol, self.k)
-            self.transport.steer = self.coordinator.steer if protocol.budget else None
-            self.coordinator.horizon = self.k * self.rounds
-            self.checkpoints = CheckPoints(self.coordinator, lagged=mode == "sync")
+            self.engine = Engine(protocol, self.k, self.transport, lagged=mode == "sync")
+            self.engine.coordinator.horizon = self.k * self.rounds
             self.b = int(protocol.period)
-        self.pace = protocol.pace_rounds(mode, self.k)  # R: a pacing barrier every R rounds (default mode)
+        self.coordinator, self.checkpoints = self.engine.coordinator, self.engine.points
+        # when the run's pacing barriers, pilot end and timeline rows come; its check points follow --order and
+        # --max-period (below)
+        self.schedule = Schedule(protocol, self.k, self.rounds, timeline_every)
         # Variant (simulator only, dynamic): adaptive check period. After a check with
         # violators the next check comes b rounds later, after a quiet one twice the last
         # gap, up to max_period. Every rank knows the violator count (the control
@@ -643,8 +656,6 @@ class Simulation:
             j = min(m, self.pilot.end - self.t)
             lo, hi = round_ptr[0], round_ptr[j]
             self.pilot.add(indptr[lo : hi + 1], data, y[lo:hi], owner[lo:hi])
-            if self.t + j == self.pilot.end:  # Δ is set before any check it applies to (t ≥ P) ...
-                self.coordinator.set_auto_delta(self.pilot.statistics(), self.learner_args)
         done = 0
         while done < m or (self.syncing and self.t == self._next):
             step = m - done
@@ -652,12 +663,8 @@ class Simulation:
             through = checking and self._through_quiet and self._next > self.t and self._quiet_pending()
             if checking and not through:
                 step = min(step, self._next - self.t)
-            if self.timeline_every:
-                step = min(step, self.timeline_every - self.t % self.timeline_every)
-            if self.pilot is not None and self.t < self.pilot.end:
-                step = min(step, self.pilot.end - self.t)
-            if self.pace:
-                step = min(step, self.pace - self.t % self.pace)
+            step = min(step, self.schedule.next_stop(self.t, protocol=False, pilot=self.pilot is not None,
+                                                     pace=True) - self.t)
             i = np.searchsorted(self._edges, self.t, side="right")
             if i < len(self._edges):
                 step = min(step, int(self._edges[i]) - self.t)  # one phase per call: exact error attribution
@@ -670,8 +677,8 @@ class Simulation:
                 self.entries += int(indptr[round_ptr[done + step]] - indptr[round_ptr[done]])
                 done += step
                 self.t += step
-                if self.pilot is not None and self.t == self.pilot.end:  # ... and counted at round P, as in MPI
-                    self.world.pilot_allgather(self.pilot.statistics())
+                if self.pilot is not None and self.t == self.pilot.end:  # Δ before any check it applies to (t ≥ P)
+                    self.engine.end_pilot(self.world, self.pilot.statistics(), self.learner_args)
             if self.syncing and self.t == self._next:
                 quiet = self._check()
                 if self.max_period:
@@ -679,9 +686,9 @@ class Simulation:
                 self._next += self._gap
                 if self._next > self._last_check:
                     self._next = -1
-            if step > 0 and self.pace and self.t % self.pace == 0 and self.t < self.rounds:
+            if step > 0 and self.schedule.is_pace(self.t):
                 self.transport.pace()  # as the runner, after the round's check
-            if step > 0 and ((self.timeline_every and self.t % self.timeline_every == 0) or self.t == self.rounds):
+            if step > 0 and self.schedule.is_record(self.t):
                 self._record()
 
     def _learn(self, indptr, indices, data, y, owner, rounds):
@@ -747,10 +754,7 @@ class Simulation:
         """One check point; returns True when it found no violator (or static)."""
         before = self._stats_snapshot()
         self.transport.last_count, self.transport.at, self.transport.entries = 0, self.t, self.entries
-        if self.nodes is not None:
-            self.checkpoints.check(self.t, self.nodes, self.transport)
-        else:
-            self.checkpoints.check(max(self.t, 1), self.transport)  # Δ_t at t = 0 (check-learn) uses t = 1
+        self.engine.check(self.t)  # Δ_t at t = 0 (check-learn) uses t = 1
         self._attribute(before)
         return self.transport.last_count == 0
 
@@ -806,12 +810,9 @@ class Simulation:
         if self.t != self.rounds:
             raise MpisgdError(f"simulate: fed {self.t} of {self.rounds} rounds")
         before = self._stats_snapshot()
-        if self.nodes is not None:
-            self.checkpoints.settle(self.t, self.nodes, self.transport)  # the last check begun
-        else:
-            self.checkpoints.settle(self.transport)  # the last check begun
+        self.engine.settle(self.t)  # the last check begun
         self._attribute(before)
-        if self.protocol.asynchronous(self.mode, self.k):
+        if self.protocol.asynchronous(self.k):
             others = np.arange(1, self.k)
             self.transport.up(others, "control", wire.CONTROL_BYTES)  # DONE
             self.transport.down(others, "control", wire.CONTROL_BYTES)  # FINISH
@@ -828,6 +829,7 @@ class Simulation:
             "model_messages": self.model_messages(),
             "protocol_messages": self.model_messages() - (0 if self.central else 2 * self.coordinator.k),
             "stats": self.coordinator.stats.as_dict(),
+            "violation_counter": self.coordinator.counter,
             "delta_auto": self.coordinator.auto,
             "budget": self.coordinator.budget,
             "bytes_sent": {c: int(sent_b[:, i].sum()) for i, c in enumerate(cats)},
@@ -873,7 +875,7 @@ class Simulation:
     def _check_hierarchy(protocol, k, mode, order, max_period, network, learner):
         if protocol.node_size == SHARED:
             raise MpisgdError(f"--node-size {SHARED}: the simulator has no machines; give the learners per node")
-        protocol.check_hierarchy(mode, k, protocol.node_size)
+        protocol.check_nodes(k, protocol.node_size)
         check_hierarchy_learner(learner)
         if order != "learn-check" or max_period or network is not None:
             raise MpisgdError("hierarchical synchronization (--node-size) is simulated with --order learn-check, "
@@ -986,7 +988,7 @@ def run_many(stream, rounds, configs, block=None, progress=None):
 
 
 def simulate(source, rounds, protocol, learner=None, order="learn-check", drift_window=500,
-             timeline_every=0, block=None, max_period=0, mode="async", network=None):
+             timeline_every=0, block=None, max_period=0, mode=None, network=None):
     """One configuration over a synthetic stream or a ``ShardSource``."""
     k, n = source.n_learners, source.n_features
     sim = Simulation(k, n, rounds, protocol, learner, order, source.drifts(rounds), drift_window,

@@ -495,3 +495,77 @@ def fullsync_forward(buf, rank, k):
         theirs = np.searchsorted(mine, 1 + relay_subtree(k - 1, child - 1))
         out.append((child, np.concatenate([buf[:8], np.packbits(bits[theirs], bitorder="little")])))
     return int(bits[0]), out
+
+
+# -- tags, commands and a check point's messages, as data ------------------------------------
+#
+# The MPI transport sends what these define and the simulator counts it from the same
+# definitions (docs/WIRE.md): the tags of the messages, the command codes, and for each mode
+# the messages a step of a check point makes (``SEQUENCE``).
+
+# Tags of docs/WIRE.md.
+VIOLATION, REQUEST, REPLY, BALANCED, NEWREF, COMMAND = 1, 2, 3, 4, 5, 6
+# Async mode: a violation carries the number of sync results its sender had
+# received, as tag VIOLATION_ASYNC + epoch mod EPOCHS, so that rank 0 can
+# drop a violation overtaken by a resolution that already included the sender
+# (and take a current one as the reply to a fetch that crossed it).
+VIOLATION_ASYNC, EPOCHS = 1000, 16384
+# Commands (one int64, tag COMMAND). Async checkpoints: CUT (rank 0 → all: agree
+# on the round of a consistent cut), STOP (a follower → rank 0: it was signalled).
+DIST, FULLSYNC, END, DONE, FINISH, CUT, STOP = 1, 2, 3, 4, 5, 6, 7
+DISTANCE = 7  # tag of a DIST reply (float64)
+
+ROUTES = ("up", "down", "everyone", "relay", "allreduce")
+
+
+def _payload(payload, m, k):
+    return payload
+
+
+def _control(payload, m, k):
+    return CONTROL_BYTES
+
+
+def _relayed_result(payload, m, k):
+    return relay_result_nbytes(payload, m, k)
+
+
+def _relayed_command(payload, m, k):
+    return fullsync_nbytes(k)
+
+
+class Message:
+    """One message of a check point: its category (of the counters), its
+    route (up: learners → rank 0; down: rank 0 → some learners; everyone:
+    rank 0 → every other rank; relay: rank 0 → learners, in heap order above
+    RELAY_ABOVE of them; allreduce: every rank), its tag, its command code
+    (COMMAND messages) and ``nbytes(payload, m, k)``: the bytes of each of
+    the messages to m of k ranks carrying ``payload`` bytes."""
+
+    def __init__(self, category, route, tag, code=None, nbytes=_payload):
+        assert category in CATEGORIES and route in ROUTES
+        self.category, self.route, self.tag, self.code, self.nbytes = category, route, tag, code, nbytes
+
+
+# What each step of a check point sends, by mode (None: nothing):
+#   count             the agreement on the number of violators at a check
+#   empty_violation   a violation where violations carry no model (every resolution a full sync)
+#   end               the end of a resolution that the followers served
+#   balance_result    a balancing set's model to its members
+#   fullsync_command  a resolution's full sync announced to the followers
+SEQUENCE = {
+    "sync": {  # every check agreed on by a nonblocking Allreduce; the followers serve a resolution until END
+        "count": Message("control", "allreduce", None, nbytes=_control),
+        "empty_violation": None,  # the count tells every rank
+        "end": Message("control", "everyone", COMMAND, END, _control),
+        "balance_result": Message("balance_result", "down", BALANCED),
+        "fullsync_command": Message("control", "everyone", COMMAND, FULLSYNC, _control),
+    },
+    "async": {  # only violations and their resolutions communicate; results and commands relayed
+        "count": None,  # a quiet check sends nothing
+        "empty_violation": Message("violation", "up", VIOLATION_ASYNC),
+        "end": None,  # followers answer whenever they poll
+        "balance_result": Message("balance_result", "relay", BALANCED, nbytes=_relayed_result),
+        "fullsync_command": Message("control", "relay", COMMAND, FULLSYNC, _relayed_command),
+    },
+}

@@ -180,7 +180,7 @@ def test_simulate_takes_the_rcv1_like_stream(tmp_path):
     assert main(["simulate", "--synthetic", "rcv1", "--learners", "2", "--rounds", "50", "--features", "500",
                  "--protocol", "static", "--period", "4", "--out", str(out), "-q"]) == 0
     report = read_report(out / "report.json")
-    assert report["examples"] == 100 and report["configuration"]["data"]["synthetic"] == "rcv1"
+    assert report["online"]["examples"] == 100 and report["configuration"]["data"]["synthetic"] == "rcv1"
 
 
 def test_demo_without_matplotlib_exits_0_and_says_how_to_get_the_figures(tmp_path):

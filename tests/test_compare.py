@@ -28,9 +28,9 @@ def test_table_holds_each_reports_numbers(runs, tmp_path, capsys):
         report = json.loads((d / "report.json").read_text())
         fields = line.split()
         assert fields[0] == d.name and fields[1] == "-"
-        assert float(fields[2]) == pytest.approx(report["errors"] / report["examples"], abs=5e-5)
-        assert int(fields[3]) == sum(report["bytes_sent"].values())
-        assert int(fields[4]) == sum(report["messages_sent"].values())
+        assert float(fields[2]) == pytest.approx(report["online"]["error_rate"], abs=5e-5)
+        assert int(fields[3]) == report["communication"]["total_bytes"]
+        assert int(fields[4]) == report["communication"]["total_messages"]
     row = summary(str(runs[0]))
     assert row["timeline"][:, 0].tolist() == [50, 100, 150, 200]
     assert row["timeline"][-1, 1] == pytest.approx(row["online_error"])  # the last row is the whole run

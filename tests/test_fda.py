@@ -25,11 +25,11 @@ from mpisgd.protocol import CheckPoints, Coordinator, ProtocolConfig
     ({"name": "fda", "theta": 1.0, "fda_directions": -1}, "fda_directions"),
     ({"name": "fda", "theta": 1.0, "fda_directions": 1.5}, "fda_directions"),
     ({"name": "fda", "theta": 1.0, "fda_estimate": "sketch"}, "fda_estimate"),
-    ({"name": "static", "theta": 1.0}, "theta belong to the fda protocol"),
-    ({"name": "dynamic", "fda_directions": 2}, "fda_directions belong to the fda protocol"),
+    ({"name": "static", "theta": 1.0}, "theta .* of the fda protocol, not of .static."),
+    ({"name": "dynamic", "fda_directions": 2}, "fda_directions .* of the fda protocol"),
     ({"name": "none", "fda_estimate": "exact"}, "fda_estimate"),
     ({"name": "fda", "theta": 1.0, "fda_lag": 2}, "fda_lag"),
-    ({"name": "static", "fda_lag": 0}, "fda_lag belong to the fda protocol"),
+    ({"name": "static", "fda_lag": 0}, "fda_lag .* of the fda protocol"),
 ])  # fmt: skip
 def test_bad_fda_options_are_named(kwargs, word):
     with pytest.raises(MpisgdError, match=word):
@@ -40,7 +40,7 @@ def test_fda_defaults_and_other_protocols_keep_none():
     cfg = ProtocolConfig(name="fda", theta=2.0)
     assert (cfg.fda_directions, cfg.fda_estimate, cfg.fda_lag, cfg.directions, cfg.checking(4)) == \
         (1, "linear", 1, 1, True)
-    assert not cfg.asynchronous("async", 4)  # fda has one mode: lagged, deterministic
+    assert not ProtocolConfig(name="fda", theta=2.0, mode="async").asynchronous(4)  # fda has one mode: lagged, deterministic
     assert ProtocolConfig(name="dynamic").as_dict()["theta"] is None
     assert ProtocolConfig(name="dynamic").directions == 0
 

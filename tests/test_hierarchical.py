@@ -154,9 +154,9 @@ def test_run_many_shares_one_stream_with_hierarchical_configurations():
     (dict(node_size=2, period=4, node_period=3), "node_period"),
     (dict(node_size=2, node_period=0), "node_period"),
     (dict(node_period=1), "needs --node-size"),
-    (dict(name="fda", theta=1.0, node_size=2), "not 'fda'"),
-    (dict(name="none", node_size=2), "not 'none'"),
-    (dict(name="central", node_size=2), "not 'central'"),
+    (dict(name="fda", theta=1.0, node_size=2), "not of 'fda'"),
+    (dict(name="none", node_size=2), "not of 'none'"),
+    (dict(name="central", node_size=2), "not of 'central'"),
     (dict(node_size=2, budget=0.5), "--budget"),
 ])
 def test_bad_hierarchy_is_refused(kwargs, match):

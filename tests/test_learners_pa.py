@@ -80,11 +80,9 @@ def test_simulate_equals_train_sync_with_pa(tmp_path):
     report, model = _train(2, paths, args, tmp_path / "train")
     sim = _simulate(paths, args, tmp_path / "sim")
     assert report["protocol"]["violations"] > 0
-    assert sim["errors"] == report["online"]["errors"]
-    assert sim["model_messages"] == report["communication"]["model_messages_paper"]["total"]
-    assert sum(sim["bytes_sent"].values()) == sum(
-        c["bytes"] for c in report["communication"]["sent"].values())
-    np.testing.assert_allclose(sim["coef"], model.coef, rtol=1e-9, atol=1e-12)
+    assert sim["online"]["errors"] == report["online"]["errors"]
+    assert sim["communication"] == report["communication"]  # one report schema (mpisgd.report)
+    np.testing.assert_allclose(sim["model"]["coef"], model.coef, rtol=1e-9, atol=1e-12)
 
 
 def test_warm_up_copies_the_rule():

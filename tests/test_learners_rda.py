@@ -120,7 +120,7 @@ def test_report_records_the_rule(tmp_path):
                  str(tmp_path), "--quiet", "--rule", "rda", "--gamma", "0.5", "--l1", "0.01",
                  "--protocol", "dynamic", "--delta", "auto"]) == 0
     rep = json.loads((tmp_path / "report.json").read_text())
-    assert rep["learner"]["rule"] == "rda" and rep["learner"]["gamma"] == 0.5 and rep["learner"]["l1"] == 0.01
+    assert rep["configuration"]["learner"]["rule"] == "rda" and rep["configuration"]["learner"]["gamma"] == 0.5 and rep["configuration"]["learner"]["l1"] == 0.01
     assert rep["delta_auto"]["eta_P"] == pytest.approx(1 / (0.5 * np.sqrt(rep["delta_auto"]["pilot_rounds"])))
 
 

@@ -35,10 +35,13 @@ def source(rows, rank, k, seed=1):
 
 
 def config(name="dynamic", period=1, delta=1.0, mode="sync", **protocol):
-    from mpisgd.protocol import ProtocolConfig
+    """A run's configuration; period and delta only where the protocol reads them."""
+    from mpisgd.protocol import REGISTRY, ProtocolConfig
     from mpisgd.runner import RunConfig
 
-    return RunConfig(protocol=ProtocolConfig(name=name, period=period, delta=delta, **protocol), mode=mode,
+    reads = REGISTRY[name].parameters
+    protocol.update({key: value for key, value in (("period", period), ("delta", delta)) if key in reads})
+    return RunConfig(protocol=ProtocolConfig(name=name, mode=mode, **protocol),
                      learner={"loss": "log", "eta0": 0.5, "lam": 0.01}, timeline_every=50)
 
 

@@ -195,9 +195,9 @@ def test_simulate_runs_what_train_runs_in_sync_mode_on_the_rcv1_like_stream(tmp_
     t = json.loads((tmp_path / "train" / "report.json").read_text())
     s = json.loads((tmp_path / "sim" / "report.json").read_text())
     assert t["configuration"]["eta0_calibration"] == s["configuration"]["eta0_calibration"] is not None
-    assert (t["online"]["errors"], t["online"]["examples"]) == (s["errors"], s["examples"])
-    assert t["communication"]["total_bytes"] == sum(s["bytes_sent"].values())
-    assert (t["delta_auto"] or {}).get("delta") == (s.get("delta_auto") or {}).get("delta")
+    assert t["online"] == s["online"]  # one report schema
+    assert t["communication"]["total_bytes"] == s["communication"]["total_bytes"]
+    assert t["delta_auto"] == s["delta_auto"]
 
 
 def test_fewer_shards_than_ranks(tmp_path):

@@ -491,6 +491,6 @@ def test_simulate_reports_and_prints_the_budget(tmp_path, capsys):
     report = json.loads((out / "report.json").read_text())
     budget = report["budget"]
     assert report["configuration"]["protocol"]["budget"] == 0.3
-    assert budget["steps"] == report["stats"]["full_syncs"]["hedge"] > 0 and budget["horizon"] == 3 * 300
+    assert budget["steps"] == report["protocol"]["full_syncs"]["hedge"] > 0 and budget["horizon"] == 3 * 300
     assert budget["delta"] != report["delta_auto"]["delta"]  # steered from the measured Δ
     assert "budget F = 0.3: Δ steered at" in capsys.readouterr().out

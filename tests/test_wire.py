@@ -297,3 +297,21 @@ def test_a_relayed_result_with_a_bad_set_is_refused(trailer):
         wire.relay_result(np.zeros(3, np.uint8), 3, 8)
     with pytest.raises(MpisgdError, match="FULLSYNC"):
         wire.fullsync_forward(np.zeros(12, np.uint8), 3, 8)
+
+
+def test_a_check_points_messages_are_defined_once_for_both_modes():
+    """wire.SEQUENCE: the same steps in both modes, each a Message (or nothing);
+    the simulator's transport counts them from there, with no mode of its own."""
+    import inspect
+
+    from mpisgd import simulator
+
+    assert wire.SEQUENCE["sync"].keys() == wire.SEQUENCE["async"].keys()
+    for mode, steps in wire.SEQUENCE.items():
+        for step, message in steps.items():
+            assert message is None or (message.category in wire.CATEGORIES and message.route in wire.ROUTES), step
+    assert wire.SEQUENCE["sync"]["end"].code == wire.END and wire.SEQUENCE["async"]["end"] is None
+    assert wire.SEQUENCE["sync"]["count"].nbytes(0, 0, 3) == wire.CONTROL_BYTES
+    assert list(wire.SEQUENCE["async"]["fullsync_command"].nbytes(0, 11, 12)) == list(wire.fullsync_nbytes(12))
+    source = inspect.getsource(simulator.SimTransport)
+    assert "mode ==" not in source and "mode !=" not in source

@@ -38,13 +38,9 @@ def summary(run_dir):
     if not os.path.exists(path):
         raise MpisgdError(f"{run_dir}: not a run directory (no report.json)")
     try:
-        r = read_report(path)
-        if "communication" in r:  # mpisgd train
-            examples, errors = r["online"]["examples"], r["online"]["errors"]
-            nbytes, messages = r["communication"]["total_bytes"], r["communication"]["total_messages"]
-        else:  # mpisgd simulate
-            examples, errors = r["examples"], r["errors"]
-            nbytes, messages = sum(r["bytes_sent"].values()), sum(r["messages_sent"].values())
+        r = read_report(path)  # one schema for train and simulate (mpisgd.report)
+        examples, errors = r["online"]["examples"], r["online"]["errors"]
+        nbytes, messages = r["communication"]["total_bytes"], r["communication"]["total_messages"]
         wall = r["time"]["wall"]
         heldout = r.get("heldout", {}).get("error")
     except (KeyError, TypeError, ValueError) as exc:

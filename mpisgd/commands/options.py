@@ -198,10 +198,10 @@ def add_output_arguments(g, out, files):
 
 
 def protocol_config(args):
-    from mpisgd.protocol import ProtocolConfig
+    from mpisgd.protocol import AUTO, REGISTRY, ProtocolConfig
 
-    return ProtocolConfig(
-        name=args.protocol, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
+    given = dict(
+        name=args.protocol, mode=args.mode, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
         delta_scale=args.delta_scale, pilot_rounds=args.pilot_rounds, budget=args.budget, hedge=args.hedge,
         augmentation=args.augmentation, counter_counts=args.counter_counts,
         counter_reset=args.counter_reset, counter_limit=args.counter_limit, burst_fraction=args.burst_fraction,
@@ -209,6 +209,9 @@ def protocol_config(args):
         fda_estimate=args.fda_estimate, fda_lag=args.fda_lag, node_size=args.node_size,
         node_period=args.node_period, pace=args.pace,
     )
+    if args.delta == AUTO and "delta" not in REGISTRY[args.protocol].parameters:
+        del given["delta"]  # --delta's default (auto) is the dynamic protocol's; a protocol without Δ keeps its own
+    return ProtocolConfig(**given)
 
 
 def delta_auto_line(auto):

@@ -89,6 +89,7 @@ def run(args):
     from mpisgd.commands.options import synthetic_stream
     from mpisgd.errors import MpisgdError
     from mpisgd.metrics import Timeline, write_report
+    from mpisgd.report import simulate_report
     from mpisgd.rundir import refuse_to_replace
     from mpisgd.simulator import ShardSource, simulate
 
@@ -118,7 +119,7 @@ def run(args):
     start = time.perf_counter()
     try:
         result = simulate(source, rounds, protocol, learner, args.order, args.drift_window,
-                          args.timeline_every, max_period=args.max_period, mode=args.mode, network=args.network)
+                          args.timeline_every, max_period=args.max_period, network=args.network)
     finally:
         if isinstance(source, ShardSource):
             source.close()
@@ -128,8 +129,7 @@ def run(args):
     for row in result["timeline"]:
         timeline.record(row[0], row[1], row[2], dict(zip(_categories(), row[4:])))
     timeline.write(os.path.join(args.out, "timeline.csv"))
-    report = dict(result, configuration=config, argv=sys.argv[1:], time={"wall": wall})
-    write_report(os.path.join(args.out, "report.json"), report)
+    write_report(os.path.join(args.out, "report.json"), simulate_report(result, dict(config, argv=sys.argv[1:]), wall))
     if not args.quiet:
         ex = max(1, result["examples"])
         print(f"mpisgd simulate: online error {result['errors'] / ex:.4f} ({result['errors']} of {ex}), "

@@ -107,7 +107,7 @@ def _config(args):
             raise MpisgdError(f"--checkpoint-seconds must be >= 0, got {args.checkpoint_seconds}")
         if args.stop_grace is not None and not (math.isfinite(args.stop_grace) and args.stop_grace > 0):
             raise MpisgdError(f"--stop-grace must be a number of seconds > 0, got {args.stop_grace}")
-        return RunConfig(protocol=protocol_config(args), mode=args.mode, learner=learner_args(args),
+        return RunConfig(protocol=protocol_config(args), learner=learner_args(args),
                          timeline_every=args.timeline_every, poll_rows=args.poll_rows,
                          poll_seconds=args.poll_seconds, staleness=args.staleness)
     except UsageError:

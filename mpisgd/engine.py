@@ -1,0 +1,50 @@
+"""The protocol side of a run, one for the MPI runner and the simulator.
+
+Both drive the same loop: learn up to the next stop of the run's
+``Schedule``; at the pilot's end ``end_pilot``; at a check point ``check``;
+at the end ``settle`` the last check begun. ``Engine`` holds what the protocol needs for that — the
+``Coordinator``, the check points (``CheckPoints``, or ``NodeCheckPoints``
+with nodes) and the transport they talk to — built here once, so that the
+runner (one rank, ``MPITransport``) and the simulator (k learners,
+``SimTransport``) set up and call the protocol alike.
+"""
+
+from mpisgd.protocol import CheckPoints, Coordinator, NodeCheckPoints
+
+
+class Engine:
+    """``config``: a ``ProtocolConfig`` (its mode chosen); ``k``: the learners
+    the protocol runs between (hierarchical: the nodes); ``transport``: their
+    transport (hierarchical: the leaders', None on a rank that leads no node);
+    ``nodes``: the node transport (``NodeTransport``, ``NodeSim``) or None;
+    ``lagged``: a check settles at the next check point (False: the
+    simulator's count of the default mode, at once)."""
+
+    def __init__(self, config, k, transport, nodes=None, lagged=True):
+        self.config = config
+        self.coordinator = Coordinator(config, k)  # resolves on rank 0 only
+        self.transport, self.nodes = transport, nodes
+        if nodes is not None:
+            self.points = NodeCheckPoints(self.coordinator)
+        else:
+            self.points = CheckPoints(self.coordinator, lagged=lagged)
+            transport.steer = self.coordinator.steer if config.budget else None  # --budget: Δ at full syncs
+
+    def end_pilot(self, world, statistics, learner):
+        """--delta auto, after round P on every rank: the pilot's ``statistics``
+        of this side's learners to every rank (``world.pilot_allgather``), and
+        Δ from every learner's (``Coordinator.set_auto_delta``)."""
+        return self.coordinator.set_auto_delta(world.pilot_allgather(statistics), learner)
+
+    def check(self, t):
+        """The check point after round t (Δ_t of t ≥ 1). Returns the balancing
+        set settled here on the coordinating rank, else None."""
+        if self.nodes is not None:
+            return self.points.check(t, self.nodes, self.transport)
+        return self.points.check(max(t, 1), self.transport)
+
+    def settle(self, t):
+        """The last check begun, at the end of the run after round t."""
+        if self.nodes is not None:
+            return self.points.settle(t, self.nodes, self.transport)
+        return self.points.settle(self.transport)

@@ -1,0 +1,283 @@
+"""Rank 0's side of the protocol: when to sync, and with whom (Kamp et al.
+2014, Algorithm 1; the hedges of docs/ALGORITHMS.md §4.5), written once
+against a small transport interface, so that the MPI runner and the
+simulator run exactly this code (docs/ALGORITHMS.md §4).
+
+A model is a vector of dimension d in whatever linear coordinates the
+transport chooses (dense w and bias; or, as the MPI runner and the simulator
+do, coordinates relative to the reference model r, docs/ALGORITHMS.md §5). The
+protocol only averages models and asks the transport for distances, so it
+never depends on that choice. Learners check the local condition
+‖w_l − r‖² ≤ Δ_t themselves (in O(1), see ``mpisgd.kernels.online``); the
+coordinator sees only the violators and whatever it asks for.
+
+Transport interface (the coordinator side; the transport counts every call
+in its byte counters, by category):
+
+    fetch(ids) -> (len(ids), d) array       balance request + balance reply:
+                                            the current models of learners ids
+    divergence(model) -> float              ‖w − r‖² of a model (no communication)
+    distances() -> (k,) array               control: every learner's ‖w_l − r‖²
+                                            (only the farthest-first strategy asks)
+    send_balanced(ids, model, new_reference)
+                                            balance result: learners ids take
+                                            `model`; with new_reference=True
+                                            (ids = all) it also becomes r
+    full_sync()                             full sync (Allreduce): every learner
+                                            takes the mean of all models, which
+                                            becomes r
+    final_mean(z) -> mean                   the run's last Allreduce, of final models
+
+The decisions of a resolution are written once, as the generator
+``Coordinator.resolution``; ``drive`` runs it against a blocking transport
+(sync mode, the simulator), ``AsyncCoordinator`` (``mpisgd.protocol.asynchronous``)
+against a nonblocking one.
+"""
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from mpisgd.protocol.delta import auto_delta, steered
+
+
+def drive(steps, transport):
+    """Run a generator of transport requests (``Coordinator.resolution``,
+    ``full_sync_steps``) to completion, each request a blocking call of
+    ``transport``; returns the generator's value."""
+    reply = None
+    try:
+        while True:
+            method, *args = steps.send(reply)
+            reply = getattr(transport, method)(*args)
+    except StopIteration as stop:
+        return stop.value
+
+
+@dataclass
+class ProtocolStats:
+    """What the coordinator did, and the paper's count of model messages
+    (one model vector sent up or down is one message)."""
+
+    hedge: str = None  # dynamic: the hedge in use (``ProtocolConfig.hedge_of``)
+    checks: int = 0
+    violations: int = 0  # violating learners, summed over checks
+    balancings: int = 0  # resolutions that ended in a partial sync
+    augmented: int = 0  # learners pulled into a balancing set by augmentation
+    full_syncs: dict = field(default_factory=lambda: {"static": 0, "forced": 0, "burst": 0, "augmented": 0, "hedge": 0,
+                                                      "variance": 0, "final": 0})  # variance: fda; hedge: --hedge half
+    model_messages: dict = field(default_factory=lambda: {"violation": 0, "augmentation": 0, "balance": 0, "full_sync": 0})
+
+    def as_dict(self):
+        return asdict(self)
+
+
+class Coordinator:
+    """Rank 0's side of the protocol: when to sync, and with whom.
+
+    One instance per run; ``k`` learners, models of dimension ``d``.
+    """
+
+    def __init__(self, config, k):
+        self.config = config
+        self.k = int(k)
+        self.counter = 0  # v: violations since the last full sync
+        hedge = config.hedge_of(self.k)
+        self.half = hedge == "half"  # the authors' hedge, else the counter
+        self.rng = np.random.default_rng(config.seed)
+        self.stats = ProtocolStats(hedge=hedge if config.resolving else None)
+        self.delta = None if config.auto else config.delta  # Δ (Δ0); with AUTO, set by set_auto_delta
+        self.auto = None  # with AUTO: the rule, its measured inputs and Δ (auto_delta)
+        self.budget = None  # with a budget: the last steering step's inputs and Δ (steer)
+        self.horizon = 0  # with a budget: k·T, the rounds of every learner in the run (set by the driver)
+
+    def threshold(self, t):
+        """Δ_t for a check after round t (t ≥ 1; or an array of such t).
+        With delta AUTO the pilot's checks (t ≤ P) find nobody: Δ_t = ∞."""
+        if self.config.auto:
+            pilot = t <= self.config.pilot_rounds  # the pilot's checks find nobody
+            if self.delta is None and not np.all(pilot):
+                raise RuntimeError("threshold: the pilot of --delta auto has not ended")
+            if np.ndim(t) == 0:  # one check (a resolution's): no array arithmetic
+                return math.inf if pilot else float(self.delta)
+            return np.where(pilot, math.inf, math.inf if self.delta is None else self.delta)
+        if self.config.delta_decay:
+            return self.delta / np.sqrt(t)  # Δ_t = Δ0 / √t
+        return self.delta
+
+    def set_auto_delta(self, statistics, learner, k=None):
+        """End the pilot of --delta auto: Δ from every learner's (Σ, count) in
+        learner (rank) order (``Pilot.statistics``, allgathered under MPI).
+        Every rank calls it with the same list and gets the same Δ."""
+        self.delta, self.auto = auto_delta(self.config, learner, statistics)
+        return self.delta
+
+    def steer(self, spent, rounds, entries, n_features):
+        """--budget F, at a full sync of the dynamic protocol, on every rank
+        with the same agreed inputs (``mpisgd.protocol.delta.steered``)."""
+        self.delta, self.budget = steered(self.config.budget, self.delta, self.k, self.horizon, spent, rounds,
+                                          entries, n_features, self.budget)
+        return self.delta
+
+    # -- full syncs ---------------------------------------------------------
+
+    def full_sync_steps(self, cause):
+        """Every learner takes the mean model, which becomes the reference."""
+        yield ("full_sync",)
+        self._synced(cause)
+
+    def final_sync(self, transport, z):
+        """The run's last full sync: the mean of every learner's final model z
+        (dense [w, b, 0], the averaged one for ASGD), by one Allreduce
+        (``transport.final_mean``). Returns the mean."""
+        mean = transport.final_mean(z)
+        self._synced("final")
+        return mean
+
+    def _synced(self, cause):
+        self.stats.full_syncs[cause] += 1
+        self.stats.model_messages["full_sync"] += 2 * self.k  # k up + k down
+        if self.config.counter_reset == "any-full-sync" or cause == "forced":
+            self.counter = 0
+
+    def full_sync(self, transport, cause):
+        """``full_sync_steps`` against a blocking ``transport``."""
+        drive(self.full_sync_steps(cause), transport)
+
+    # -- dynamic protocol ---------------------------------------------------
+
+    def resolution(self, t, violators, models):
+        """Resolve the violations of one check (Kamp et al., Algorithm 1), as a
+        generator of transport requests.
+
+        ``violators``: ids of the learners whose local condition failed;
+        ``models``: their models, as they sent them (None where violations
+        carry none: ``ProtocolConfig.syncs_every_violation``). Every step that needs the
+        transport is yielded as a tuple ``(method, *args)`` naming a transport
+        method (``fetch``, ``divergence``, ``distances``, ``send_balanced``,
+        ``full_sync``), and the generator is resumed with its result, so that
+        a blocking driver (``resolve``) and a nonblocking one
+        (``AsyncCoordinator``) run the same decisions. Returns the balancing
+        set (all learners after a full sync).
+        """
+        cfg, k = self.config, self.k
+        members = [int(i) for i in violators]
+        if not members:
+            self.count_quiet(1)
+            return members
+        if not cfg.syncs_every_violation(k):
+            self.stats.model_messages["violation"] += len(members)
+        cause = self._count_violations(len(members))
+        if cause is not None:
+            yield from self.full_sync_steps(cause)
+            return list(range(k))
+        delta = self.threshold(t)
+        total = np.array(models[0], dtype=np.float64)  # Σ of B's models, added one by one in order
+        for z in models[1:]:
+            total += z
+        mean = total / len(members)
+        distances = None
+        inside = np.zeros(k, dtype=bool)  # B as a mask
+        inside[members] = True
+        # Augment B until its mean lies within Δ of r (then every member, taking
+        # that mean, meets its local condition), or B is everyone.
+        while len(members) < k and (yield ("divergence", mean)) > delta:
+            if self.half and 4 * len(members) >= k:  # doubling B would reach half the learners: a full sync
+                yield from self.full_sync_steps("hedge")
+                return list(range(k))
+            if cfg.augmentation == "farthest" and distances is None:
+                distances = np.asarray((yield ("distances",)), dtype=np.float64)
+            new = self._augment(inside, distances)
+            if self._steering_sync(len(members) + len(new)):
+                yield from self.full_sync_steps("augmented")
+                return list(range(k))
+            for z in (yield ("fetch", np.array(new))):
+                total += z
+            members += new
+            inside[new] = True
+            self.stats.augmented += len(new)
+            self.stats.model_messages["augmentation"] += len(new)
+            if cfg.counter_counts == "contacted":
+                self.counter += len(new)
+            mean = total / len(members)
+        everyone = len(members) == k
+        yield ("send_balanced", np.array(sorted(members)), mean, everyone)
+        self.stats.model_messages["balance"] += len(members)
+        if everyone:  # B = all: the balanced mean is the new reference
+            self.stats.full_syncs["augmented"] += 1
+            if cfg.counter_reset == "any-full-sync":
+                self.counter = 0
+        else:
+            self.stats.balancings += 1
+        return sorted(members)
+
+    def _count_violations(self, count):
+        """What ``count`` violators of one check decide before any model is
+        looked at: the cause of a full sync, or None when their balancing set
+        is to be grown."""
+        cfg, k = self.config, self.k
+        self.stats.checks += 1
+        self.stats.violations += count
+        if self.half and 2 * count >= k:  # DynamicHedgeSync: no counter; a balancing set of half the learners
+            return "hedge"
+        if not self.half:
+            self.counter += count  # v ← v + |B|
+            if self.counter >= cfg.counter_limit * k:  # hedging: too many violations since the last full sync
+                return "forced"
+        if cfg.burst_fraction > 0 and count >= cfg.burst_fraction * k:
+            return "burst"
+        if self._steering_sync(count):
+            return "augmented"
+        if cfg.syncs_every_violation(k):  # B would grow to everyone, or (half) to half of them
+            return "hedge" if self.half else "augmented"
+        return None
+
+    def sync_violations(self, count):
+        """The resolution of ``count`` violators where every resolution is a full
+        sync (``ProtocolConfig.syncs_every_violation``): decided from their
+        number alone, on every rank (sync mode), with no model sent."""
+        yield from self.full_sync_steps(self._count_violations(count))
+        return list(range(self.k))
+
+    def _steering_sync(self, size):
+        """--budget: a balancing set of ``size`` learners that would be everyone
+        is a full sync instead, so that its Allreduce steers Δ (without it, where
+        balancing makes nearly every sync, as at k = 2, Δ would hardly move:
+        docs/ALGORITHMS.md §4.6)."""
+        return self.config.budget is not None and size == self.k
+
+    def resolve(self, t, violators, models, transport):
+        """``resolution`` run to completion against a blocking ``transport``."""
+        return drive(self.resolution(t, violators, models), transport)
+
+    def count_quiet(self, checks):
+        """Checks that found no violator: nothing to resolve."""
+        self.stats.checks += checks
+
+    # -- fda: variance monitoring ---------------------------------------------
+
+    def variance_estimate(self, sums):
+        """δ̂ from the sums over learners of [‖D_l‖², ⟨D_l, ξ_1⟩, …, ⟨D_l, ξ_J⟩],
+        D_l = w_l − r (one Allreduce, docs/ALGORITHMS.md §8):
+        δ̂ = (1/k) Σ ‖D_l‖² − Σ_q ⟨D̄, ξ_q⟩², which is ≥ δ = (1/k) Σ ‖D_l‖² − ‖D̄‖²
+        because Σ_q ⟨D̄, ξ_q⟩² ≤ ‖D̄‖² for orthonormal ξ_q (Bessel)."""
+        mean = np.asarray(sums, dtype=np.float64) / self.k
+        return float(mean[0] - mean[1:] @ mean[1:])
+
+    def variance_check(self, estimate):
+        """One settled fda check: a full sync when δ̂ > Θ. Returns True if synced."""
+        self.stats.checks += 1
+        return estimate > self.config.theta
+
+    def _augment(self, inside, distances):
+        """The learners to add to the balancing set B (``inside``: B as a mask)."""
+        strategy = "random-double" if self.half else self.config.augmentation
+        outside = np.flatnonzero(~inside)
+        if strategy == "random-one":
+            return [int(outside[self.rng.integers(len(outside))])]  # the draw of rng.choice(outside)
+        if strategy == "random-double":  # |B| ← min(2|B|, k)
+            m = min(self.k - len(outside), len(outside))
+            return [int(i) for i in self.rng.choice(outside, size=m, replace=False)]
+        # farthest: the outsider farthest from r, by the distances each learner keeps
+        return [int(outside[np.argmax(distances[outside])])]
