@@ -27,9 +27,8 @@ import time
 from mpisgd.errors import MpisgdError, UsageError
 
 COMMANDS = ("fit", "eval", "predict", "prep", "train", "simulate", "compare", "plot", "demo")
-# How long a rank with a usage error waits to hear that rank 0 found it too.
+# How long a rank with a usage error waits for rank 0, which finds it too, to end the job.
 USAGE_WAIT = 30.0
-_USAGE_TAG = 0x7573  # the point-to-point tag of that exchange
 
 
 class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -189,42 +188,21 @@ def _rank_and_size():
 
 def _end_job(code, message):
     """End the job after a usage error that rank 0 has printed (every rank
-    parses the same command line). Under MPI the ranks first tell each other
-    they found it (point to point, so no collective can match by mistake) and
-    end together, cleanly: MPI_Finalize, then exit ``code``. A rank that does
-    not hear back within USAGE_WAIT seconds (rank 0 found no error, or another
-    rank did not) prints its own message and aborts the job."""
+    parses the same command line): rank 0 aborts the job with ``code``, the
+    others wait for that. One that is still waiting after USAGE_WAIT seconds
+    (rank 0 found no error) prints its own message and aborts. (Ending with
+    MPI_Finalize instead races the launcher: MPICH's hydra kills the ranks
+    still finalizing when the first exits non-zero, and the job's exit code
+    becomes 9.)"""
     rank, size = _rank_and_size()
     if size == 1:
         return
-    from mpi4py import MPI
-
-    comm = MPI.COMM_WORLD
-    deadline = time.monotonic() + USAGE_WAIT
-
-    def done(requests):
-        while not MPI.Request.Testall(requests):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.005)
-        return True
-
-    if rank == 0:
-        heard = done([comm.Irecv(bytearray(1), source=r, tag=_USAGE_TAG) for r in range(1, size)])
-        heard = heard and done([comm.Isend(bytearray(1), dest=r, tag=_USAGE_TAG) for r in range(1, size)])
-    else:
-        sent = comm.Isend(bytearray(1), dest=0, tag=_USAGE_TAG)
-        heard = done([comm.Irecv(bytearray(1), source=0, tag=_USAGE_TAG)])
-        if heard:
-            sent.Wait()
-        else:
-            print(f"mpisgd: error (rank {rank}): {message.strip()}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    if not heard:
-        _abort(code)
-    MPI.Finalize()
-    os._exit(code)
+    if rank != 0:
+        time.sleep(USAGE_WAIT)
+        print(f"mpisgd: error (rank {rank}): {message.strip()}", file=sys.stderr, flush=True)
+    _abort(code)
 
 
 def _abort(code):
