@@ -30,6 +30,8 @@ OUT=${MPISGD_RUNS:-$MPISGD_ROOT/runs}/$JOB_TAG
 mkdir -p "$OUT" || die "cannot create the output directory $OUT"
 probe=$(mktemp "$OUT/.write-test.XXXXXX" 2>/dev/null) || die "cannot write in the output directory $OUT"
 rm -f "$probe"
+# A job that ends without writing anything there leaves no empty directory behind.
+trap 'rmdir "$OUT" 2>/dev/null || true' EXIT
 
 # mpisgd_launch ARGS...: `mpisgd ARGS` on all NTASKS tasks of the allocation.
 # MPISGD_LAUNCHER=mpiexec (default): the MPI's own launcher; the venv's MPICH
