@@ -65,6 +65,8 @@ mpisgd_command() {
 # resumes from it (--resume OUT).
 mpisgd_train_requeueable() {
     local resume=() pid rc=0
+    # The watchdog ends a stuck job within the 60 s lead of the time-limit signal.
+    set -- --stop-grace "${STOP_GRACE:-45}" "$@"
     if compgen -G "$OUT/checkpoints/round-*/COMPLETE" >/dev/null; then
         resume=(--resume "$OUT")
         echo "mpisgd job $JOB_TAG: resuming from the checkpoints in $OUT/checkpoints"
