@@ -170,12 +170,10 @@ def summary_lines(report):
 
 def configuration_line(size, data, config):
     """The console's one line about the run (report.json holds all of it)."""
-    from mpisgd.protocol import SILENT
-
     p, learner = config.protocol, config.learner
     what = (f"--synthetic {data['synthetic']}, {data['rounds']} rounds" if "synthetic" in data
             else f"{len(data['shards'])} shards x {data['epochs']} epochs")
-    protocol = p.name + ("" if p.name in SILENT else f" b={p.period}") + \
+    protocol = p.name + ("" if p.protocol.silent else f" b={p.period}") + \
         (f" delta={p.delta} {config.mode} mode" if p.resolving else "")
     step = (f"rule {learner['rule']}" if learner["rule"] != "sgd" else
             f"{learner['schedule']} eta0={learner['eta0']:g}" + (" averaged" if learner["average"] else ""))
