@@ -345,7 +345,8 @@ def pa(args):
     from mpisgd.cli import main as cli
 
     rda = ["--loss", "log", "--rule", "rda", "--gamma", str(args.rda_gamma)]
-    rules = [("sgd", ["--loss", "log"], args.delta), ("pa", ["--loss", "hinge", "--rule", "pa"], args.delta),
+    paper = ["--loss", "log", "--lam", "0", "--schedule", "constant", "--eta0", "1", "--no-average"]
+    rules = [("sgd", paper, args.delta), ("pa", ["--loss", "hinge", "--rule", "pa"], args.delta),
              ("pa-i", ["--loss", "hinge", "--rule", "pa-i", "-C", str(args.pa_c)], args.delta),
              ("pa-ii", ["--loss", "hinge", "--rule", "pa-ii", "-C", str(args.pa_c)], args.delta),
              (f"rda γ={args.rda_gamma:g}", rda, args.rda_delta),  # Δ on the scale of u = −G/(γ√t)

@@ -45,7 +45,7 @@ import numpy as np
 
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
 ENV = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-LEARNER = ["--loss", "log", "--eta0", "1.0", "--lam", "1e-5"]
+LEARNER = ["--loss", "log", "--eta0", "1.0", "--lam", "1e-5", "--schedule", "constant", "--no-average"]
 
 
 def train(ranks, args, out):
@@ -331,7 +331,7 @@ def section_straggler(quick, tmp):
 
 
 DEMO = ["--synthetic", "disjunction", "--rounds", 6000, "--features", 100, "--drift-prob", 0.001, "--seed", 0,
-        "--loss", "log", "--eta0", "1.0", "--lam", "0.0"]  # mpisgd demo's job
+        "--loss", "log", "--eta0", "1.0", "--lam", "0.0", "--schedule", "constant", "--no-average"]  # mpisgd demo's job
 DEMO_DYNAMIC = ["--protocol", "dynamic", "--delta", 6, "--period", 8]
 
 

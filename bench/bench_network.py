@@ -101,7 +101,8 @@ def train_table(cluster, rate, rounds):
                                                 "--delta", "10"])):
         with tempfile.TemporaryDirectory() as out:
             argv = cluster.mpirun(cluster.python, "-m", "mpi4py", "-m", "mpisgd", "train",
-                                  "--synthetic", "rcv1", "--rounds", rounds, "--loss", "log",
+                                  "--synthetic", "rcv1", "--rounds", rounds, "--loss", "log", "--lam", "0",
+                                  "--schedule", "constant", "--eta0", "1", "--no-average",
                                   *options, "--quiet", "--out", out, env_names=ENV_NAMES)
             run(argv)
             report = json.loads((Path(out) / "report.json").read_text())

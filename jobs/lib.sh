@@ -30,6 +30,8 @@ OUT=${MPISGD_RUNS:-$MPISGD_ROOT/runs}/$JOB_TAG
 mkdir -p "$OUT" || die "cannot create the output directory $OUT"
 probe=$(mktemp "$OUT/.write-test.XXXXXX" 2>/dev/null) || die "cannot write in the output directory $OUT"
 rm -f "$probe"
+# A job that ends without writing anything there leaves no empty directory behind.
+trap 'rmdir "$OUT" 2>/dev/null || true' EXIT
 
 # mpisgd_launch ARGS...: `mpisgd ARGS` on all NTASKS tasks of the allocation.
 # MPISGD_LAUNCHER=mpiexec (default): the MPI's own launcher; the venv's MPICH
@@ -63,6 +65,8 @@ mpisgd_command() {
 # resumes from it (--resume OUT).
 mpisgd_train_requeueable() {
     local resume=() pid rc=0
+    # The watchdog ends a stuck job within the 60 s lead of the time-limit signal.
+    set -- --stop-grace "${STOP_GRACE:-45}" "$@"
     if compgen -G "$OUT/checkpoints/round-*/COMPLETE" >/dev/null; then
         resume=(--resume "$OUT")
         echo "mpisgd job $JOB_TAG: resuming from the checkpoints in $OUT/checkpoints"

@@ -99,3 +99,35 @@ def calibrate_eta0(indptr, indices, data, y, n_features, order, loss_code, loss_
             steps += 1
         best = (lo_eta, lo_cost)
     return best[0], tried
+
+
+def calibrate_online(source, learner):
+    """γ0 of the online learners' options ``learner`` (mpisgd.learners.OnlineLearners,
+    rule "sgd") from the first SAMPLE_SIZE rows of the RowSource ``source``:
+    the search above with their loss and λ, the bias stepping like the weights
+    (gain 1, as in mpisgd.kernels.online). Returns (γ0, the record for
+    report.json: γ0, the rows used, every (γ, cost) tried)."""
+    from mpisgd.errors import MpisgdError
+    from mpisgd.kernels.losses import DEFAULT_PARAM, LOSSES
+
+    pieces, rows = [], 0
+    while rows < SAMPLE_SIZE:
+        piece = source.take(SAMPLE_SIZE - rows)
+        if piece is None:
+            break
+        pieces.append([np.array(a) for a in piece])  # copies: a block's views are reused
+        rows += len(piece[3])
+    if rows == 0:
+        raise MpisgdError("eta0: learner 0 has no rows to calibrate the first step γ0 on; give --eta0")
+    offsets = np.cumsum([0] + [int(p[0][-1]) for p in pieces[:-1]])
+    indptr = np.concatenate([pieces[0][0][:1]] + [p[0][1:] + o for p, o in zip(pieces, offsets)])
+    indices = np.concatenate([p[1] for p in pieces]).astype(np.int32)
+    data = np.concatenate([p[2] for p in pieces]).astype(np.float64)
+    y = np.concatenate([p[3] for p in pieces]).astype(np.float64)
+    loss = learner["loss"]
+    param = learner["loss_param"] if learner["loss_param"] is not None else DEFAULT_PARAM.get(loss, 0.0)
+    eta0, tried = calibrate_eta0(indptr.astype(np.int64), indices, data, y, source.n_features,
+                                 np.arange(rows, dtype=np.int64), LOSSES[loss], float(param),
+                                 float(learner["lam"]), bool(learner["fit_intercept"]),
+                                 bool(learner["regularize_bias"]), 1.0)
+    return eta0, {"eta0": eta0, "rows": rows, "tried": [[g, c if math.isfinite(c) else None] for g, c in tried]}

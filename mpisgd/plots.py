@@ -19,15 +19,19 @@ import math
 
 import numpy as np
 
-from mpisgd.protocol import HALF_HEDGE_LEARNERS, SILENT
+from mpisgd.protocol import REGISTRY, SILENT
 from mpisgd.wire import dense_nbytes
 
 MODEL_CATEGORIES = ("violation", "balance_reply", "balance_result")  # sparse-or-dense model messages
 REFERENCE = "static b=8"
 
 
+def _central(row):
+    return REGISTRY[row["protocol"]["name"]].central
+
+
 def protocol_bytes(row):
-    if row["protocol"]["name"] == "central":
+    if _central(row):
         return 0
     k, n = row["k"], row["n_features"]
     return sum(row["bytes_sent"].values()) - k * dense_nbytes(n) - k * 8
@@ -35,7 +39,7 @@ def protocol_bytes(row):
 
 def all_messages(row):
     """Every MPI message sent, requests and control included (start and final left out)."""
-    if row["protocol"]["name"] == "central":
+    if _central(row):
         return 0
     return sum(row["messages_sent"].values()) - 2 * row["k"]
 
@@ -106,25 +110,8 @@ def run_label(report):
     """A run's protocol and its parameters, from its report.json (train or simulate)."""
     config = report.get("configuration", {})
     p, learner = config.get("protocol", {}), config.get("learner", {})
-    name, period = p.get("name", "?"), p.get("period")
-    if name == "static":
-        label = f"static b={period}"
-    elif name == "dynamic":
-        delta = p.get("delta")
-        if delta == "auto" and "delta" in (report.get("delta_auto") or {}):
-            delta = f"auto ({report['delta_auto']['delta']:.3g})"
-        label = f"dynamic Δ={delta} b={period}"
-        hedge = (report.get("protocol") or {}).get("hedge") or p.get("hedge")
-        if hedge == "auto":  # simulate reports the option; train the hedge it resolved to
-            k = config.get("ranks") or report.get("k") or 0
-            hedge = "half" if 0 < k <= HALF_HEDGE_LEARNERS else "counter"
-        label += f", {hedge} hedge"
-    elif name == "fda":
-        label = f"fda Θ={p.get('theta')} b={period}"
-    else:
-        label = name
-    if name not in ("none", "central", "static") and config.get("mode") == "sync":
-        label += ", sync mode"
+    protocol = REGISTRY.get(p.get("name"))
+    label = protocol.label(report) if protocol is not None else p.get("name", "?")
     if learner.get("compress", "none") != "none":
         label += f", {learner['compress']}"
     if p.get("node_size"):
@@ -269,7 +256,7 @@ def error_over_rounds(rows, experiment, path, labels, seed=None, variant="defaul
             continue
         tl = np.asarray(r["timeline"], dtype=float)
         ax.plot(tl[:, 0], tl[:, 1], label=label, color=f"C{i}", lw=1)
-        if r["protocol"]["name"] not in SILENT:
+        if not REGISTRY[r["protocol"]["name"]].silent:
             sent = tl[:, 3] > 0  # a log axis has no place for the rounds before the first message
             ax2.plot(tl[sent, 0], tl[sent, 3], label=label, color=f"C{i}", lw=1)
     drifts = next(iter(pick.values()))["drifts"] if pick else []

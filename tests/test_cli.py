@@ -1,14 +1,16 @@
-"""The CLI dispatcher: help shows meaningful defaults, and a user error exits 2
-with the message and no traceback."""
+"""The CLI dispatcher: help shows meaningful defaults, the tuning options only
+under --help-all, options come from a --config TOML file too, and a user error
+exits 2 with the message and no traceback."""
 
 import ctypes
+import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from mpisgd.cli import build_parser, main
+from mpisgd.cli import _parse, build_parser, main
 from mpisgd.model import LinearModel
 
 
@@ -20,7 +22,7 @@ def help_of(command):
 
 def test_help_shows_defaults_only_where_they_inform():
     text = help_of("train")
-    assert "(default: 1.0)" in text  # --eta0
+    assert "(default: 10000)" in text  # --rounds
     assert "(default: True)" not in text and "(default: False)" not in text  # flags
     assert "(default: None)" not in text
     assert "(default: the stream's) (default" not in text
@@ -85,6 +87,100 @@ print(during.hblks - before.hblks, after.arena >= during.arena and after.fordblk
                              check=True).stdout.split()
     assert kept == ["0", "True"]
     assert default[0] == "1"  # glibc's own policy maps it apart: the test can tell the two
+
+
+TUNING = ("--poll-rows", "--poll-seconds", "--staleness", "--pace", "--block-rows", "--resident-mb",
+          "--pilot-rounds", "--delta-scale", "--counter-counts", "--counter-reset", "--counter-limit",
+          "--burst-fraction", "--augmentation", "--protocol-seed", "--stop-grace", "--timeline-every")
+
+
+def options_listed(text):
+    """The long options of a help text (in the column of the options, not in the texts)."""
+    return {word.rstrip(",") for line in text.splitlines() if line.startswith("  -")
+            for word in re.split(r"\s{2,}", line.strip())[0].split() if word.startswith("--")}
+
+
+def long_options(command):
+    parser = build_parser(command)
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    return {s for a in sub._actions for s in a.option_strings if s.startswith("--")}
+
+
+@pytest.mark.parametrize("command", ["train", "simulate"])
+def test_help_lists_what_a_user_needs_and_help_all_every_option(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    short = options_listed(capsys.readouterr().out)
+    assert done.value.code == 0
+    with pytest.raises(SystemExit):
+        main([command, "--help-all"])
+    full = options_listed(capsys.readouterr().out)
+    assert full == long_options(command)  # every option, the aliases (--lambda) too
+    assert short < full and len(short) <= 30, sorted(short)
+    assert {"--protocol", "--delta", "--period", "--loss", "--lam", "--eta0", "--out", "--config", "--help-all"} <= short
+    hidden = set(TUNING) - ({"--poll-rows", "--poll-seconds", "--staleness", "--block-rows", "--resident-mb",
+                             "--stop-grace"} if command == "simulate" else set())
+    assert hidden <= full - short
+
+
+def test_tuning_options_still_work_as_flags():
+    args = build_parser("train").parse_args(["train", "--synthetic", "rcv1", "--poll-rows", "7", "--pace", "3",
+                                             "--no-average"])
+    assert (args.poll_rows, args.pace, args.average) == (7, 3, False)
+
+
+def test_config_file_gives_options_and_the_command_line_wins(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('poll-rows = 512\npace = 64\naverage = false\ndelta = 0.5\nno-bias = true\n'
+                    'hedge = "counter"\nlam = 0\n')
+    args = _parse(build_parser("train"), ["train", "--config", str(path), "--pace", "32"])
+    assert (args.poll_rows, args.pace, args.average, args.delta, args.fit_intercept, args.hedge, args.lam) == \
+        (512, 32, False, 0.5, False, "counter", 0.0)
+    assert args.config == str(path)
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("poll-rowz = 3\n", ["unknown key 'poll-rowz'", "--help-all"]),
+        ('poll-rows = "many"\n', ["key 'poll-rows'", "invalid int value: 'many'"]),
+        ("poll-rows = 2.5\n", ["key 'poll-rows'", "invalid int value"]),
+        ("average = 1\n", ["key 'average'", "true or false"]),
+        ('hedge = "sometimes"\n', ["key 'hedge'", "'sometimes' is not one of"]),
+        ('delta = "abc"\n', ["key 'delta'", "expected a number or 'auto'"]),
+        ("[protocol]\nperiod = 2\n", ["key 'protocol'"]),
+        ("config = 'other.toml'\n", ["unknown key 'config'"]),
+        ("poll-rows = \n", ["not valid TOML", "line 1"]),
+    ],
+)
+def test_a_bad_config_file_names_the_file_and_the_key(tmp_path, capsys, text, words):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(SystemExit) as done:
+        main(["train", "--synthetic", "disjunction", "--config", str(path)])
+    err = capsys.readouterr().err
+    assert done.value.code == 2
+    assert str(path) in err and "Traceback" not in err
+    for word in words:
+        assert word in err, err
+
+
+@pytest.mark.parametrize("option", ["--rounds", "--epochs", "--learners", "--block-rows", "--features"])
+def test_counts_below_one_are_usage_errors(option, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["train", "--synthetic", "disjunction", option, "0"])
+    assert done.value.code == 2
+    assert f"argument {option}: must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_simulate_takes_the_rcv1_like_stream(tmp_path):
+    from mpisgd.metrics import read_report
+
+    out = tmp_path / "sim"
+    assert main(["simulate", "--synthetic", "rcv1", "--learners", "2", "--rounds", "50", "--features", "500",
+                 "--protocol", "static", "--period", "4", "--out", str(out), "-q"]) == 0
+    report = read_report(out / "report.json")
+    assert report["online"]["examples"] == 100 and report["configuration"]["data"]["synthetic"] == "rcv1"
 
 
 def test_demo_without_matplotlib_exits_0_and_says_how_to_get_the_figures(tmp_path):

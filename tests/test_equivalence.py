@@ -20,6 +20,7 @@ from mpisgd.model import LinearModel
 from mpisgd.wire import CATEGORIES, dense_nbytes
 
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
+PAPER_LEARNER = ["--loss", "log", "--lam", "0", "--schedule", "constant", "--eta0", "1", "--no-average"]
 
 CASES = [
     ["--protocol", "dynamic", "--delta", "0.3", "--period", "1"],
@@ -201,7 +202,8 @@ def test_budget_runs_in_the_default_mode(k, hedge, shards, tmp_path):
     Allreduce, complete on every rank whatever the timing, and Δ was steered at
     every one of them; no balancing set holds every learner (it would be a full
     sync), so at k = 2 nothing is balanced through rank 0."""
-    args = ["--protocol", "dynamic", "--delta", "0.3", "--budget", "0.3", "--hedge", hedge]
+    args = ["--protocol", "dynamic", "--delta", "0.3", "--budget", "0.3", "--hedge", hedge,
+            *PAPER_LEARNER]  # Δ = 0.3 makes violations, and augmented balancings, with the paper's learner
     cmd = [str(MPIEXEC), "-n", str(k), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *shards[k],
            "--out", str(tmp_path / "train"), "--quiet", *args]
     done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)

@@ -98,15 +98,16 @@ def _shard(path, seed):
     write_shard(path, X, np.where(rng.random(50) < 0.5, -1.0, 1.0))
 
 
-def test_bad_input_on_one_rank_ends_the_training_job(tmp_path):
-    """Rank 1 alone cannot open its shard; ranks 0 and 2 are already in the
-    run. The job ends with rank 1's message, not a hang or a traceback."""
+def test_bad_input_of_one_rank_ends_the_training_job(tmp_path):
+    """Rank 1's shard is missing: rank 0's check of the shard set finds it
+    before any learning, and every rank ends with its message, printed once,
+    not a hang or a traceback."""
     shards = [tmp_path / f"part{i}.h5" for i in range(3)]
     _shard(shards[0], 0)
     _shard(shards[2], 2)
     rc, out, seconds = run_job("-m", "mpisgd", "train", *shards, "--out", tmp_path / "out")
-    assert rc != 0, out
-    assert "(rank 1)" in out and "part1.h5" in out, out
+    assert rc == 2, out
+    assert out.count("part1.h5") == 1, out
     assert "Traceback" not in out, out
     assert seconds < PROMPT, f"the job took {seconds:.1f} s to end"
 

@@ -12,7 +12,7 @@ from mpisgd.plots import run_label, run_settings
 def simulate(tmp_path, name, *options):
     out = tmp_path / name
     assert main(["simulate", "--synthetic", "disjunction", "--learners", "3", "--rounds", "64",
-                 "--loss", "log", "--lam", "0", "--schedule", "constant", "--eta0", "1",
+                 "--loss", "log", "--lam", "0", "--schedule", "constant", "--eta0", "1", "--no-average",
                  *options, "--out", str(out), "-q"]) == 0
     return json.loads((out / "report.json").read_text())
 

@@ -43,7 +43,10 @@ def test_synthetic_run_writes_model_report_and_timeline(tmp_path):
     done = mpisgd(2, "train", "--synthetic", "disjunction", "--rounds", 400, "--features", 20,
                   "--protocol", "dynamic", "--delta", 0.5, "--period", 2, "--timeline-every", 100, "--out", out)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("mpisgd train: configuration {")  # the resolved configuration first
+    first, second = done.stdout.splitlines()[:2]  # a line about the run, then the calibrated γ0
+    assert first.startswith("mpisgd train: 2 ranks, --synthetic disjunction, 400 rounds; dynamic b=2 "
+                            "delta=0.5 async mode; hinge loss lambda=0.0001 xu eta0=") and len(first) < 160, first
+    assert second.startswith("mpisgd train: eta0 ") and "calibrated on the first 400 rows of learner 0" in second
     assert "mpisgd train: 400/400 rounds (100 %)" in done.stderr  # batch log lines when not on a terminal
     assert "online error" in done.stdout
     report = json.loads((out / "report.json").read_text())
@@ -61,7 +64,15 @@ def test_synthetic_run_writes_model_report_and_timeline(tmp_path):
     from mpisgd.model import LinearModel
 
     model = LinearModel.load(out / "model.h5")
-    assert model.n_features == 20 and model.loss == "log"
+    assert model.n_features == 20 and model.loss == "hinge"  # mpisgd.defaults
+    configuration = report["configuration"]
+    assert configuration["learner"]["eta0"] == configuration["eta0_calibration"]["eta0"]
+    from mpisgd.cli import build_parser
+
+    sub = next(a for a in build_parser("train")._actions if a.dest == "command").choices["train"]
+    dests = {a.dest for a in sub._actions if a.default != "==SUPPRESS=="}
+    assert set(configuration["options"]) == dests  # every option's value, given or not
+    assert configuration["options"]["poll_rows"] == 256 and configuration["options"]["delta"] == 0.5
 
 
 def test_one_rank_learns_as_none_under_every_protocol(tmp_path):
@@ -121,9 +132,73 @@ def test_more_shards_than_ranks_and_central(tmp_path):
 )
 def test_bad_protocol_parameters(tmp_path, args, words):
     done = mpisgd(2, "train", "--synthetic", "disjunction", "--rounds", 10, *args, "--out", tmp_path / "r")
-    assert done.returncode != 0
+    assert done.returncode == 2
+    assert done.stderr.count("mpisgd train: error:") == 1, done.stderr  # a usage error: rank 0's alone
     for word in words:
         assert word in done.stderr
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--delta", "abc"], "argument --delta: expected a number or 'auto', got 'abc'"),
+        (["--rounds", "0"], "argument --rounds: must be >= 1, got 0"),
+        (["--epochs", "2"], "--epochs counts passes over shards"),
+        (["--rounds", "10", "--synthetic", "linear"], "give either SHARD files or --synthetic, not both"),
+        (["--rule", "pa", "--lam", "0.1"], "rule: 'pa' has no L2 shrink; use lam 0, got 0.1"),  # the learners'
+    ],
+)
+def test_a_usage_error_is_printed_once_per_job_with_exit_2(tmp_path, n, args, message):
+    extra = [write_shards(tmp_path, [5])[0]] if "linear" in args else []
+    done = mpisgd(n, "train", *extra, "--synthetic", "disjunction", *args, "--out", tmp_path / "r", timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count(message) == 1 and done.stderr.count("usage: mpisgd train") == 1, done.stderr
+    ours = [line for line in done.stderr.splitlines() if "application called MPI_Abort" not in line]  # MPICH's
+    assert len(ours) == 2 and done.stdout == "", done.stderr  # the usage and the error
+    assert not (tmp_path / "r").exists()
+
+
+def test_help_is_printed_once_per_job():
+    done = mpisgd(2, "train", "--help")
+    assert done.returncode == 0 and done.stdout.count("usage: mpisgd train") == 1, done.stdout
+
+
+def test_config_file_under_mpiexec_is_applied_and_recorded(tmp_path):
+    config = tmp_path / "tuning.toml"
+    config.write_text('poll-rows = 64\npace = 32\nprotocol-seed = 5\neta0 = 0.5\nmode = "sync"\n')
+    out = tmp_path / "run"
+    done = mpisgd(2, "train", "--synthetic", "disjunction", "--rounds", 200, "--config", config, "--mode", "async",
+                  "--out", out, "--quiet")
+    assert done.returncode == 0, done.stderr
+    configuration = json.loads((out / "report.json").read_text())["configuration"]
+    assert (configuration["poll_rows"], configuration["protocol"]["pace"], configuration["protocol"]["seed"],
+            configuration["mode"], configuration["learner"]["eta0"]) == (64, 32, 5, "async", 0.5)
+    assert configuration["options"]["config"] == str(config) and configuration["eta0_calibration"] is None
+    config.write_text("pace = 32\nstaleness = 'none'\n")
+    done = mpisgd(2, "train", "--synthetic", "disjunction", "--config", config, "--out", tmp_path / "bad")
+    assert done.returncode == 2
+    assert done.stderr.count(f"--config {config}: key 'staleness': invalid int value: 'none'") == 1, done.stderr
+
+
+@pytest.mark.parametrize("protocol", [["--protocol", "static", "--period", "4"],
+                                      ["--protocol", "dynamic", "--mode", "sync", "--period", "2"]])
+def test_simulate_runs_what_train_runs_in_sync_mode_on_the_rcv1_like_stream(tmp_path, protocol):
+    """The same defaults (γ0 calibrated on learner 0's first rows) and the same
+    stream: the simulator's errors, γ0, Δ and bytes are train's at -n 2."""
+    common = ["--synthetic", "rcv1", "--features", 3000, "--rounds", 300, *protocol, "--quiet"]
+    done = mpisgd(2, "train", *common, "--out", tmp_path / "train")
+    assert done.returncode == 0, done.stderr
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")
+    sim = subprocess.run([sys.executable, "-m", "mpisgd", "simulate", "--learners", "2", *map(str, common),
+                          "--out", str(tmp_path / "sim")], capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert sim.returncode == 0, sim.stderr
+    t = json.loads((tmp_path / "train" / "report.json").read_text())
+    s = json.loads((tmp_path / "sim" / "report.json").read_text())
+    assert t["configuration"]["eta0_calibration"] == s["configuration"]["eta0_calibration"] is not None
+    assert t["online"] == s["online"]  # one report schema
+    assert t["communication"]["total_bytes"] == s["communication"]["total_bytes"]
+    assert t["delta_auto"] == s["delta_auto"]
 
 
 def test_fewer_shards_than_ranks(tmp_path):
@@ -142,14 +217,16 @@ def test_n_features_differ_across_shards(tmp_path):
     assert "7" in done.stderr and "12" in done.stderr
 
 
-def test_error_on_one_rank_ends_the_job(tmp_path):
-    """A corrupt shard that only rank 2 opens: that rank's message, non-zero exit, no hang."""
+def test_a_corrupt_shard_that_rank_2_would_stream_is_refused_once_before_learning(tmp_path):
+    """Rank 0 checks the whole shard set (mpisgd.data.shardset) and every rank
+    raises its error: one message, exit 2, no hang, no --out."""
     paths = write_shards(tmp_path, [40, 40])
     bad = tmp_path / "broken.h5"
     bad.write_bytes(b"not an HDF5 file at all")
     done = mpisgd(3, "train", *paths, str(bad), "--out", tmp_path / "r", timeout=60)
-    assert done.returncode != 0
-    assert "rank 2" in done.stderr and "broken.h5" in done.stderr
+    assert done.returncode == 2
+    assert done.stderr.count(f"SHARD {bad}: not a shard") == 1, done.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_error_mid_run_on_one_rank_ends_the_job(tmp_path):
@@ -161,6 +238,8 @@ def test_error_mid_run_on_one_rank_ends_the_job(tmp_path):
     done = mpisgd(2, "train", *good, *bad, "--protocol", "static", "--out", tmp_path / "r", timeout=60)
     assert done.returncode != 0
     assert "rank 1" in done.stderr and "shard-0.h5" in done.stderr and "labels" in done.stderr
+    out = tmp_path / "r"  # rank 0 was ended by the abort: at most its run lock is left (rundir.RunLock)
+    assert not out.exists() or os.listdir(out) == [".lock"], os.listdir(out)
 
 
 def test_demo_prints_the_comparison_table(tmp_path):
@@ -197,5 +276,5 @@ def test_resident_mb_changes_no_result_and_must_be_non_negative(tmp_path):
     assert reports[0]["online"] == reports[1]["online"]
     assert reports[0]["online"]["examples"] == 210
     done = mpisgd(2, "train", *paths, "--resident-mb", -1, "--out", tmp_path / "bad")
-    assert done.returncode != 0
-    assert "--resident-mb must be >= 0" in done.stderr
+    assert done.returncode == 2
+    assert "argument --resident-mb: must be >= 0, got -1" in done.stderr

@@ -60,8 +60,8 @@ def report(path):
 
 
 def test_train_job_writes_its_outputs_under_its_job_id(submit):
-    rc, job, log, runs = submit("train.sbatch", "--rounds", "300", options=["--ntasks", "2"],
-                                PROTOCOL="static", PERIOD="4")
+    rc, job, log, runs = submit("train.sbatch", "--synthetic", "disjunction", "--rounds", "300",
+                                options=["--ntasks", "2"], PROTOCOL="static", PERIOD="4")
     assert rc == 0, log
     assert [p.name for p in runs.iterdir()] == [job], log
     out = runs / job
@@ -117,8 +117,8 @@ def test_reproduce_job_writes_results_and_figures(submit):
 
 def test_train_job_under_srun(submit):
     """MPISGD_LAUNCHER=srun: srun --mpi=pmi2 starts the ranks; the pip MPICH speaks PMI-2."""
-    rc, job, log, runs = submit("train.sbatch", "--rounds", "200", options=["--ntasks", "2"],
-                                MPISGD_LAUNCHER="srun", MPISGD_WARM="0")
+    rc, job, log, runs = submit("train.sbatch", "--synthetic", "disjunction", "--rounds", "200",
+                                options=["--ntasks", "2"], MPISGD_LAUNCHER="srun", MPISGD_WARM="0")
     assert rc == 0, log
     assert report(runs / job)["configuration"]["ranks"] == 2
     assert "srun --mpi=pmi2" in log
@@ -141,10 +141,17 @@ def test_rank_killed_inside_an_allocation_ends_the_job(cluster, tmp_path):
 
 
 def test_failing_job_exits_non_zero_with_the_message(submit):
-    rc, job, log, runs = submit("train.sbatch", "--rounds", "-1", options=["--ntasks", "2"],
-                                MPISGD_WARM="0")
+    rc, job, log, runs = submit("train.sbatch", "--synthetic", "disjunction", "--rounds", "-1",
+                                options=["--ntasks", "2"], MPISGD_WARM="0")
     assert rc != 0, log
-    assert "--rounds must be >= 0" in log
+    assert log.count("argument --rounds: must be >= 1, got -1") == 1, log  # rank 0's message alone
+    assert not (runs / job).exists(), log  # no empty output directory left behind
+
+
+def test_train_job_without_data_fails_with_the_message(submit):
+    rc, job, log, runs = submit("train.sbatch", "--rounds", "200", options=["--ntasks", "2"], MPISGD_WARM="0")
+    assert rc != 0, log
+    assert "no data: give SHARD files" in log and "online error" not in log, log
 
 
 def test_local_launcher_runs_the_array_tasks_it_is_given(tmp_path):

@@ -93,13 +93,15 @@ def run(args):
     import sys
     import time
 
+    from mpisgd.defaults import PAPER
     from mpisgd.errors import MpisgdError
     from mpisgd.metrics import read_report
 
     launcher = mpiexec_path(args.mpiexec)
+    learner = ["--loss", PAPER["loss"], "--eta0", str(PAPER["eta0"]), "--lam", str(PAPER["lam"]),
+               "--schedule", PAPER["schedule"], "--average" if PAPER["average"] else "--no-average"]
     common = ["--synthetic", "disjunction", "--rounds", str(args.rounds), "--features", str(args.features),
-              "--drift-prob", str(args.drift_prob), "--seed", str(args.seed), "--loss", "log",
-              "--eta0", "1.0", "--lam", "0.0", "--timeline-every", "100"]
+              "--drift-prob", str(args.drift_prob), "--seed", str(args.seed), *learner, "--timeline-every", "100"]
     dynamic = ["--protocol", "dynamic", "--delta", str(args.delta), "--period", str(args.period),
                "--hedge", args.hedge]
     runs = [(name, dynamic + opts if name.startswith("dynamic") else opts) for name, opts in RUNS]
@@ -111,7 +113,7 @@ def run(args):
               f"drift probability {args.drift_prob}, logistic loss, eta=1, lambda=0; dynamic: "
               f"--delta {args.delta} --hedge {args.hedge} --period {args.period}", flush=True)
     # Compile (or load) numba's cache once, so that the ranks do not race to write it.
-    warm = [sys.executable, "-m", "mpisgd", "train", "--synthetic", "disjunction", "--rounds", "64",
+    warm = [sys.executable, "-m", "mpisgd", "train", "--synthetic", "disjunction", "--rounds", "64", *learner,
             "--protocol", "dynamic", "--quiet", "--overwrite", "--out", os.path.join(args.out, "warm-up")]
     if subprocess.run(warm, env=env).returncode != 0:
         raise MpisgdError(f"demo: the warm-up run failed: {' '.join(warm)}")

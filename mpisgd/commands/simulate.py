@@ -12,12 +12,12 @@ paper's model messages, bytes and messages by category, protocol statistics,
 the breakdown by cause and phase) and timeline.csv to --out.
 """
 
-from mpisgd.commands.options import (add_learner_arguments, add_protocol_arguments, budget_line, delta_auto_line,
-                                    learner_args, protocol_config)
+from mpisgd.commands.options import (LEARNER, add_data_arguments, add_learner_arguments, add_output_arguments,
+                                    add_protocol_arguments, budget_line, calibrate_eta0, delta_auto_line, eta0_line,
+                                    learner_args, positive_int, protocol_config, recorded, tuning)
 
 HELP = "simulate k learners in one process (same protocol code and message counts as train)"
-
-SYNTHETIC = ("disjunction", "neuralnet", "linear")
+USAGE = "%(prog)s [SHARD ...] [--synthetic NAME] [options]  (--help, --help-all)"
 
 
 def add_arguments(parser):
@@ -25,86 +25,100 @@ def add_arguments(parser):
 
     parser.add_argument("shards", nargs="*", metavar="SHARD",
                         help="HDF5 shards, one per learner (row t of shard l = round t of learner l)")
-    g = parser.add_argument_group("built-in data (instead of shards)")
-    g.add_argument("--synthetic", choices=SYNTHETIC, default=None, help="in-memory seeded stream")
-    g.add_argument("--learners", "-k", type=int, default=512, help="k learners (synthetic)")
-    g.add_argument("--rounds", type=int, default=None,
+    g = parser.add_argument_group("data")
+    add_data_arguments(g)
+    g.add_argument("--learners", "-k", type=positive_int, default=512, help="k learners (synthetic)")
+    g.add_argument("--rounds", type=positive_int, default=None,
                    help="rounds T (default: 25000 synthetic; the longest shard)")
-    g.add_argument("--features", type=int, default=None, help="n_features (default: the stream's)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream")
-    g.add_argument("--drift-prob", type=float, default=0.0002,
-                   help="probability of a target drift after each round (disjunction, neuralnet)")
 
     g = parser.add_argument_group("protocol (Kamp et al. 2014), as in train")
     add_protocol_arguments(g)
-    g.add_argument("--max-period", type=int, default=0,
-                   help="variant (dynamic, simulator only): after a quiet check double the check period, "
-                   "up to this many rounds; after violations go back to --period (0: off)")
+    tuning(g.add_argument("--max-period", type=int, default=0,
+                          help="variant (dynamic, simulator only): after a quiet check double the check period, "
+                          "up to this many rounds; after violations go back to --period (0: off)"))
     g.add_argument("--network", choices=("shm", "10gbe", "ib100"), default=None,
                    help="also predict the run's wall time on this network from its exact message log "
-                   "and the compute time per row measured here (docs/NETWORK.md; every check point is "
-                   "then run one by one)")
-    g.add_argument("--order", choices=ORDERS, default="learn-check",
-                   help="within a round: check after learning (check points t = b, 2b, …, T) or "
-                   "before it (t = 0, b, …, < T); the drift always acts between rounds")
+                   "and the compute time per row measured here (every check point is then run one by one)")
+    tuning(g.add_argument("--order", choices=ORDERS, default="learn-check",
+                          help="within a round: check after learning (check points t = b, 2b, …, T) or "
+                          "before it (t = 0, b, …, < T); the drift always acts between rounds"))
 
-    g = parser.add_argument_group("learner")
-    add_learner_arguments(g)
+    add_learner_arguments(parser.add_argument_group("learner", LEARNER))
 
     g = parser.add_argument_group("output")
-    g.add_argument("--out", metavar="DIR", default="runs/simulate", help="directory for report.json, timeline.csv")
-    g.add_argument("--timeline-every", type=int, default=100, metavar="N",
-                   help="rounds between timeline rows (0: only the last)")
-    g.add_argument("--drift-window", type=int, default=500,
-                   help="rounds after a drift that count as the 'drift' phase of the breakdown")
-    g.add_argument("--quiet", "-q", action="store_true", help="no configuration or summary")
-    g.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
+    add_output_arguments(g, "runs/simulate", "report.json (every option's value), timeline.csv")
+    tuning(g.add_argument("--drift-window", type=int, default=500,
+                          help="rounds after a drift that count as the 'drift' phase of the breakdown"))
+
+
+def _configure(args):
+    """(the protocol, the learner's options) from the arguments; a mistake in
+    them is a UsageError."""
+    from mpisgd.errors import MpisgdError, UsageError
+
+    try:
+        if args.synthetic and args.shards:
+            raise MpisgdError("give either SHARD files or --synthetic, not both")
+        if not args.synthetic and not args.shards:
+            raise MpisgdError("no data: give SHARD files (mpisgd prep makes them) or --synthetic NAME")
+        return protocol_config(args), learner_args(args)
+    except MpisgdError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _first_rows(args, source, rounds, central):
+    """The rows γ0 is calibrated on, those of train's rank 0: learner 0's
+    (``central``: every learner's, round-major), in blocks that hold the sample."""
+    from mpisgd.calibrate import SAMPLE_SIZE
+    from mpisgd.data import rows
+
+    learners = range(source.n_learners) if central else [0]
+    block = -(-SAMPLE_SIZE // len(learners))
+    if args.synthetic:
+        parts = [rows.StreamSource(source, l, rounds, block) for l in learners]
+    else:
+        parts = [rows.ShardSource([args.shards[l]], block) for l in learners]
+    return parts[0] if len(parts) == 1 else rows.RoundMajorSource(parts, block)
 
 
 def run(args):
-    import json
     import os
     import sys
     import time
 
+    from mpisgd.commands.options import synthetic_stream
     from mpisgd.errors import MpisgdError
     from mpisgd.metrics import Timeline, write_report
     from mpisgd.report import simulate_report
     from mpisgd.rundir import refuse_to_replace
-    from mpisgd.simulator import ShardSource, make_stream, simulate
+    from mpisgd.simulator import ShardSource, simulate
 
-    if args.synthetic and args.shards:
-        raise MpisgdError("give either SHARD files or --synthetic, not both")
-    if args.timeline_every < 0:
-        raise MpisgdError(f"--timeline-every must be >= 0, got {args.timeline_every}")
-    protocol = protocol_config(args)
+    protocol, learner = _configure(args)
     refuse_to_replace(args.out, args.overwrite)
     if args.synthetic:
-        if args.learners < 1:
-            raise MpisgdError(f"--learners must be >= 1, got {args.learners}")
-        extra = {} if args.features is None else {"n_features": args.features}
-        drift = args.drift_prob if args.synthetic != "linear" else None
-        n = extra.pop("n_features", {"disjunction": 100, "neuralnet": 150, "linear": 1000}[args.synthetic])
-        source = make_stream(args.synthetic, n, args.learners, args.seed, drift)
+        source = synthetic_stream(args, args.learners)
         rounds = 25000 if args.rounds is None else args.rounds
-        data = {"synthetic": args.synthetic, "learners": args.learners, "features": n, "seed": args.seed,
-                "drift_prob": drift}
-    elif args.shards:
+        data = {"synthetic": args.synthetic, "learners": args.learners, "features": source.n_features,
+                "seed": args.seed, "drift_prob": source.drift_prob}
+    else:
         source = ShardSource(args.shards)
         rounds = source.n_rounds if args.rounds is None else min(args.rounds, source.n_rounds)
         data = {"shards": args.shards}
-    else:
-        raise MpisgdError("no data: give SHARD files or --synthetic NAME")
-    if rounds < 1:
-        raise MpisgdError(f"--rounds must be >= 1, got {rounds}")
-    config = {"data": data, "rounds": rounds, "protocol": protocol.as_dict(), "learner": learner_args(args),
+        if rounds < 1:
+            raise MpisgdError(f"the shards have no rows: {', '.join(args.shards)}")
+    learner, calibration = calibrate_eta0(learner, _first_rows(args, source, rounds, protocol.central))
+    config = {"data": data, "rounds": rounds, "protocol": protocol.as_dict(), "learner": learner,
               "order": args.order, "max_period": args.max_period, "mode": args.mode, "network": args.network,
-              "out": args.out}
+              "out": args.out, "options": recorded(args), "eta0_calibration": calibration}
     if not args.quiet:
-        print("mpisgd simulate: configuration " + json.dumps(config, sort_keys=True), flush=True)
+        what = f"--synthetic {args.synthetic}" if args.synthetic else f"{len(args.shards)} shards"
+        print(f"mpisgd simulate: {source.n_learners} learners, {what}, {rounds} rounds; {protocol.name} "
+              f"b={protocol.period}; {learner['loss']} loss lambda={learner['lam']:g}", flush=True)
+        if calibration is not None:
+            print(f"mpisgd simulate: {eta0_line(calibration)}", flush=True)
     start = time.perf_counter()
     try:
-        result = simulate(source, rounds, protocol, learner_args(args), args.order, args.drift_window,
+        result = simulate(source, rounds, protocol, learner, args.order, args.drift_window,
                           args.timeline_every, max_period=args.max_period, network=args.network)
     finally:
         if isinstance(source, ShardSource):
@@ -129,7 +143,7 @@ def run(args):
             net = result["network"]
             print(f"mpisgd simulate: predicted on {net['network']}: wall {net['wall']:.3f}s, of which in MPI "
                   f"{net['mpi_max']:.3f}s (max over ranks), at {net['seconds_per_row'] * 1e9:.0f} ns per row")
-        print(f"mpisgd simulate: wrote {args.out}/report.json, timeline.csv", flush=True)
+        print(f"mpisgd simulate: wrote {args.out}/report.json (every option's value), timeline.csv", flush=True)
     return 0
 
 

@@ -3,66 +3,59 @@
     mpiexec -n K python -m mpi4py -m mpisgd train SHARDS... --protocol dynamic ...
     mpiexec -n K python -m mpi4py -m mpisgd train --synthetic disjunction --rounds T ...
 
-Rank 0 prints the resolved configuration, shows progress (a bar on a
-terminal, periodic log lines otherwise; nothing with --quiet), and writes
-model.h5, report.json and timeline.csv to --out. With --checkpoint-every or
---checkpoint-seconds every rank checkpoints to --out/checkpoints;
---resume DIR goes on from the newest complete checkpoint there
-(docs/RUNNING.md, "Checkpoint and resume").
+Rank 0 prints a line about the run, shows progress (a bar on a terminal,
+periodic log lines otherwise; nothing with --quiet), and writes model.h5,
+report.json (with every option's value) and timeline.csv to --out. With
+--checkpoint-every or --checkpoint-seconds every rank checkpoints to
+--out/checkpoints; --resume DIR goes on from the newest complete checkpoint
+there (docs/RUNNING.md, "Checkpoint and resume"). Where --eta0 is not given,
+rank 0 calibrates γ0 on its first rows (mpisgd.calibrate) and every rank
+takes it.
 """
 
-from mpisgd.commands.options import add_learner_arguments, add_protocol_arguments, learner_args, protocol_config
+from mpisgd.commands.options import (LEARNER, add_data_arguments, add_learner_arguments, add_output_arguments,
+                                    add_protocol_arguments, learner_args, nonnegative_int, positive_int,
+                                    protocol_config, tuning)
 
 HELP = "distributed online learning over MPI (one learner per rank; rank 0 coordinates)"
-
-SYNTHETIC = ("disjunction", "neuralnet", "linear", "rcv1")
+USAGE = "%(prog)s [SHARD ...] [--synthetic NAME] [options]  (--help, --help-all)"
 
 
 def add_arguments(parser):
     parser.add_argument("shards", nargs="*", metavar="SHARD",
                         help="HDF5 shards (mpisgd prep) or their folder; each rank streams a contiguous block of them")
-    g = parser.add_argument_group("built-in data (instead of shards)")
-    g.add_argument("--synthetic", choices=SYNTHETIC, default=None,
-                   help="generate each rank's rows in memory from a seeded stream (rank l is learner l)")
-    g.add_argument("--rounds", type=int, default=10000, help="rounds T of the synthetic stream")
-    g.add_argument("--features", type=int, default=None, help="n_features (default: the stream's)")
-    g.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream")
-    g.add_argument("--drift-prob", type=float, default=0.0002,
-                   help="probability of a target drift after each round (disjunction, neuralnet)")
-    g.add_argument("--learners", type=int, default=None,
-                   help="central only: number of streams (default: the number of ranks)")
-    g.add_argument("--epochs", type=int, default=1, help="passes over the shards")
+    g = parser.add_argument_group("data")
+    g.add_argument("--epochs", type=positive_int, default=1, help="passes over the shards")
     g.add_argument("--test", metavar="PATH", default=None,
                    help="held-out set (shards, a shard directory or LIBSVM) rank 0 scores the final model on")
+    add_data_arguments(g)
+    g.add_argument("--rounds", type=positive_int, default=10000, help="rounds T of the synthetic stream")
+    tuning(g.add_argument("--learners", type=positive_int, default=None,
+                          help="central only: number of streams (default: the number of ranks)"))
+    tuning(g.add_argument("--block-rows", type=positive_int, default=4096, help="rows read or generated per block"))
+    tuning(g.add_argument("--resident-mb", type=nonnegative_int, default=1024, metavar="MB",
+                          help="with --epochs > 1: MiB of its shards a rank keeps memory-mapped between epochs, "
+                          "so that later epochs read pages already mapped (default 1024; 0: drop the map "
+                          "behind every pass, a resident set of a few blocks)"))
 
     g = parser.add_argument_group("protocol (Kamp et al. 2014)")
     add_protocol_arguments(g)
-    g.add_argument("--poll-rows", type=int, default=256, help="async: rounds between polls for rank 0's messages")
-    g.add_argument("--poll-seconds", type=float, default=0.01,
-                   help="async: and at most about this much of a rank's learning between its polls (a slow "
-                        "rank's rounds are counted against its measured pace)")
-    g.add_argument("--staleness", type=int, default=0, metavar="ROUNDS",
-                   help="async: rounds a violator (or a member of a resolution) learns on before it waits "
-                        "for the result (default 0: it waits at once, as in the paper's protocol)")
+    tuning(g.add_argument("--poll-rows", type=int, default=256,
+                          help="async: rounds between polls for rank 0's messages"))
+    tuning(g.add_argument("--poll-seconds", type=float, default=0.01,
+                          help="async: and at most about this much of a rank's learning between its polls (a "
+                          "slow rank's rounds are counted against its measured pace)"))
+    tuning(g.add_argument("--staleness", type=int, default=0, metavar="ROUNDS",
+                          help="async: rounds a violator (or a member of a resolution) learns on before it waits "
+                          "for the result (default 0: it waits at once, as in the paper's protocol)"))
 
-    g = parser.add_argument_group("learner")
-    add_learner_arguments(g)
+    add_learner_arguments(parser.add_argument_group("learner", LEARNER))
 
-    g = parser.add_argument_group("output")
-    g.add_argument("--out", metavar="DIR", default="runs/train",
-                   help="directory for model.h5, report.json, timeline.csv")
-    g.add_argument("--timeline-every", type=int, default=100, metavar="N",
-                   help="rounds between timeline rows (0: only the last)")
-    g.add_argument("--block-rows", type=int, default=4096, help="rows read or generated per block")
-    g.add_argument("--resident-mb", type=int, default=1024, metavar="MB",
-                   help="with --epochs > 1: MiB of its shards a rank keeps memory-mapped between epochs, "
-                        "so that later epochs read pages already mapped (default 1024; 0: drop the map "
-                        "behind every pass, a resident set of a few blocks)")
-    g.add_argument("--quiet", "-q", action="store_true", help="no configuration, progress or summary")
-    g.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
+    add_output_arguments(parser.add_argument_group("output"), "runs/train",
+                         "model.h5, report.json (every option's value), timeline.csv")
 
     g = parser.add_argument_group("checkpoint and resume (async mode: at a consistent cut)")
-    g.add_argument("--checkpoint-every", type=int, default=0, metavar="ROUNDS",
+    g.add_argument("--checkpoint-every", type=nonnegative_int, default=0, metavar="ROUNDS",
                    help="checkpoint to OUT/checkpoints every ROUNDS rounds (default 0: off)")
     g.add_argument("--checkpoint-seconds", type=float, default=0.0, metavar="S",
                    help="checkpoint when S seconds have passed since the last one, checked every "
@@ -70,45 +63,24 @@ def add_arguments(parser):
     g.add_argument("--resume", metavar="DIR", default=None,
                    help="go on from the newest intact checkpoint in DIR (a run's --out, its "
                         "checkpoints/ or one round-<t>/ directory); the configuration must be the same")
-    g.add_argument("--stop-grace", type=float, default=None, metavar="S",
-                   help="with checkpoints, after SIGTERM: end at once, without a checkpoint, if the run "
-                        "has not stopped within S seconds (a rank stuck or gone; default 120)")
+    tuning(g.add_argument("--stop-grace", type=float, default=None, metavar="S",
+                          help="with checkpoints, after SIGTERM: end at once, without a checkpoint, if the run "
+                          "has not stopped within S seconds (a rank stuck or gone; default 120)"))
 
 
 def _sources(args, size, rank, central):
     """This rank's RowSource (``central``, ``ProtocolConfig.central``: the
     round-major stream of every learner)."""
+    from mpisgd.commands.options import synthetic_stream
     from mpisgd.data.partition import shards_for_rank
-    from mpisgd.errors import MpisgdError
     from mpisgd.data.rows import RoundMajorSource, ShardSource, StreamSource
 
-    if args.synthetic and args.shards:
-        raise MpisgdError("give either SHARD files or --synthetic, not both")
     if args.synthetic:
-        from mpisgd.data.synthetic import STREAMS
-
-        if args.rounds < 0:
-            raise MpisgdError(f"--rounds must be >= 0, got {args.rounds}")
         k = args.learners if (central and args.learners) else size
-        if k < 1:
-            raise MpisgdError(f"--learners must be >= 1, got {k}")
-        kwargs = {"n_learners": k, "seed": args.seed}
-        if args.features is not None:
-            kwargs["n_features"] = args.features
-        if args.synthetic in ("disjunction", "neuralnet", "linear"):
-            kwargs["drift_prob"] = args.drift_prob
-        if args.epochs != 1:
-            raise MpisgdError("--epochs counts passes over shards; a synthetic stream runs --rounds rounds")
-        stream = STREAMS[args.synthetic](**kwargs)
+        stream = synthetic_stream(args, k)
         if central:
             return RoundMajorSource([StreamSource(stream, l, args.rounds, args.block_rows) for l in range(k)])
         return StreamSource(stream, rank, args.rounds, args.block_rows)
-    if not args.shards:
-        raise MpisgdError("no data: give SHARD files or --synthetic NAME")
-    if args.epochs < 1:
-        raise MpisgdError(f"--epochs must be >= 1, got {args.epochs}")
-    if args.resident_mb < 0:
-        raise MpisgdError(f"--resident-mb must be >= 0, got {args.resident_mb}")
     if central:  # one stream per shard on rank 0: the budget shared among them
         each = args.resident_mb // len(args.shards)
         return RoundMajorSource([ShardSource([p] * args.epochs, args.block_rows, each) for p in args.shards])
@@ -116,40 +88,32 @@ def _sources(args, size, rank, central):
     return ShardSource([args.shards[i] for i in mine] * args.epochs, args.block_rows, args.resident_mb)
 
 
-def _check_out_dir(out):
-    """Fail before training if rank 0 cannot write to the output directory."""
-    import os
-    import tempfile
-
-    from mpisgd.errors import MpisgdError
-
-    try:
-        os.makedirs(out, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
-            pass
-    except OSError as exc:
-        raise MpisgdError(f"--out {out}: cannot write the output directory ({exc.strerror or exc})") from None
-
-
 def _config(args):
+    """The run's configuration from the arguments; any mistake in them is a
+    UsageError (every rank finds it: rank 0 alone reports it)."""
     import math
 
-    from mpisgd.errors import MpisgdError
+    from mpisgd.errors import MpisgdError, UsageError
     from mpisgd.runner import RunConfig
 
-    if args.block_rows < 1:
-        raise MpisgdError(f"--block-rows must be >= 1, got {args.block_rows}")
-    protocol = protocol_config(args)
-    learner = learner_args(args)
-    if args.checkpoint_every < 0:
-        raise MpisgdError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
-    if not args.checkpoint_seconds >= 0:
-        raise MpisgdError(f"--checkpoint-seconds must be >= 0, got {args.checkpoint_seconds}")
-    if args.stop_grace is not None and not (math.isfinite(args.stop_grace) and args.stop_grace > 0):
-        raise MpisgdError(f"--stop-grace must be a number of seconds > 0, got {args.stop_grace}")
-    return RunConfig(protocol=protocol, learner=learner,
-                     timeline_every=args.timeline_every, poll_rows=args.poll_rows, poll_seconds=args.poll_seconds,
-                     staleness=args.staleness)
+    try:
+        if args.synthetic and args.shards:
+            raise MpisgdError("give either SHARD files or --synthetic, not both")
+        if not args.synthetic and not args.shards:
+            raise MpisgdError("no data: give SHARD files (mpisgd prep makes them) or --synthetic NAME")
+        if args.synthetic and args.epochs != 1:
+            raise MpisgdError("--epochs counts passes over shards; a synthetic stream runs --rounds rounds")
+        if not args.checkpoint_seconds >= 0:
+            raise MpisgdError(f"--checkpoint-seconds must be >= 0, got {args.checkpoint_seconds}")
+        if args.stop_grace is not None and not (math.isfinite(args.stop_grace) and args.stop_grace > 0):
+            raise MpisgdError(f"--stop-grace must be a number of seconds > 0, got {args.stop_grace}")
+        return RunConfig(protocol=protocol_config(args), learner=learner_args(args),
+                         timeline_every=args.timeline_every, poll_rows=args.poll_rows,
+                         poll_seconds=args.poll_seconds, staleness=args.staleness)
+    except UsageError:
+        raise
+    except MpisgdError as exc:
+        raise UsageError(str(exc)) from None
 
 
 class Progress:
@@ -204,6 +168,18 @@ def summary_lines(report):
     ]
 
 
+def configuration_line(size, data, config):
+    """The console's one line about the run (report.json holds all of it)."""
+    p, learner = config.protocol, config.learner
+    what = (f"--synthetic {data['synthetic']}, {data['rounds']} rounds" if "synthetic" in data
+            else f"{len(data['shards'])} shards x {data['epochs']} epochs")
+    protocol = p.name + ("" if p.protocol.silent else f" b={p.period}") + \
+        (f" delta={p.delta} {config.mode} mode" if p.resolving else "")
+    step = (f"rule {learner['rule']}" if learner["rule"] != "sgd" else
+            f"{learner['schedule']} eta0={learner['eta0']:g}" + (" averaged" if learner["average"] else ""))
+    return f"{size} ranks, {what}; {protocol}; {learner['loss']} loss lambda={learner['lam']:g} {step}"
+
+
 def run(args):
     from mpi4py import MPI
 
@@ -216,43 +192,44 @@ def run(args):
 
 
 def _run(args):
-    import json
+    import dataclasses
     import sys
 
     from mpi4py import MPI
 
     from mpisgd import rundir
-    from mpisgd.errors import MpisgdError
+    from mpisgd.commands.options import budget_line, calibrate_eta0, delta_auto_line, eta0_line, recorded
+    from mpisgd.errors import MpisgdError, UsageError
     from mpisgd.runner import train
 
     comm = MPI.COMM_WORLD
     size, rank = comm.Get_size(), comm.Get_rank()
-    try:
-        config = _config(args)
-    except MpisgdError:
-        if rank != 0:  # the same arguments fail on rank 0, which reports the error and aborts the job
-            comm.Barrier()
-        raise
-    if args.shards and not args.synthetic:  # files and folders to one checked shard set, on every rank
+    config = _config(args)
+    central = config.protocol.central
+    if args.shards:  # files and folders to one checked shard set, on every rank
         from mpisgd.data.shardset import resolve_shards
 
-        args.shards = resolve_shards(args.shards, comm=comm)
+        try:
+            args.shards = resolve_shards(args.shards, comm=comm)
+        except MpisgdError as exc:  # rank 0's error, on every rank: printed once
+            raise UsageError(str(exc)) from None
     if rank == 0:
-        _check_out_dir(args.out)
         preprocessing = rundir.start_train_run(args.out, args.overwrite or args.resume, args.shards, args.test)
-        if args.checkpoint_every or args.checkpoint_seconds:
-            import os
-
-            from mpisgd.checkpoint import SUBDIR
-
-            _check_out_dir(os.path.join(args.out, SUBDIR))
-    source = _sources(args, size, rank, config.protocol.central)
+    source = _sources(args, size, rank, central)
+    calibration = None
+    if config.learner["eta0"] is None:  # rank 0 calibrates γ0 on its first rows, every rank takes it
+        learner = None
+        if rank == 0:
+            learner, calibration = calibrate_eta0(config.learner, _sources(args, size, 0, central))
+        learner, calibration = comm.bcast((learner, calibration), root=0)
+        config = dataclasses.replace(config, learner=learner)
     data = ({"synthetic": args.synthetic, "rounds": args.rounds, "features": source.n_features,
              "seed": args.seed, "drift_prob": args.drift_prob} if args.synthetic else
             {"shards": args.shards, "epochs": args.epochs})
     if rank == 0 and not args.quiet:
-        resolved = {"ranks": size, "data": data, **config.as_dict(), "out": args.out}
-        print("mpisgd train: configuration " + json.dumps(resolved, sort_keys=True), flush=True)
+        print(f"mpisgd train: {configuration_line(size, data, config)}", flush=True)
+        if calibration is not None:
+            print(f"mpisgd train: {eta0_line(calibration)}", flush=True)
     progress = Progress(sys.stderr) if (rank == 0 and not args.quiet) else None
     checkpointer, fingerprint = None, None
     if args.checkpoint_every or args.checkpoint_seconds or args.resume:
@@ -266,11 +243,10 @@ def _run(args):
             checkpointer = checkpoint.Checkpointer(comm, os.path.join(args.out, checkpoint.SUBDIR),
                                                    args.checkpoint_every, args.checkpoint_seconds,
                                                    args.poll_rows, fingerprint, grace)
-    from mpisgd.commands.options import budget_line, delta_auto_line
-
     run, report = train(comm, source, config, out_dir=args.out, progress=progress,
-                        extra={"data": data, "argv": sys.argv[1:]}, checkpointer=checkpointer,
-                        resume=args.resume, fingerprint=fingerprint,
+                        extra={"data": data, "argv": sys.argv[1:], "options": recorded(args),
+                               "eta0_calibration": calibration},
+                        checkpointer=checkpointer, resume=args.resume, fingerprint=fingerprint,
                         complete=lambda model, report: rundir.complete_train_run(model, report, preprocessing,
                                                                                  args.test))
     if rank == 0 and not args.quiet:
@@ -282,5 +258,6 @@ def _run(args):
             print("mpisgd train: " + budget_line(report["budget"]))
         for line in summary_lines(report):
             print("mpisgd train: " + line)
-        print(f"mpisgd train: wrote {args.out}/model.h5, report.json, timeline.csv", flush=True)
+        print(f"mpisgd train: wrote {args.out}/model.h5, report.json (every option's value), timeline.csv",
+              flush=True)
     return 0

@@ -21,6 +21,12 @@ class Protocol:
     resolving = False  # learners check their local condition, violations are resolved (dynamic)
     monitoring = False  # every check reduces every learner's summary (fda)
 
+    @classmethod
+    def label(cls, report):
+        """A run's legend in figures and tables: the protocol and its
+        parameters, from the run's report.json (train or simulate)."""
+        return cls.name
+
     @staticmethod
     def check(points, t, transport):
         """The check point after round t, on every rank. Returns the balancing
@@ -37,3 +43,9 @@ class Protocol:
     def settle(points, agreed, transport):
         """What follows the agreed check (every rank); returns as ``check``."""
         raise NotImplementedError
+
+
+def sync_mode(report):
+    """The legend's suffix of a run in the deterministic mode."""
+    config = report["configuration"]
+    return ", sync mode" if config.get("mode", config["protocol"].get("mode")) == "sync" else ""

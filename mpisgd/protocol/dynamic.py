@@ -4,7 +4,7 @@ resolved (``Coordinator.resolution``). In sync mode the check of round t is
 begun at t and settled at the next check point; in the default mode
 (``mpisgd.protocol.asynchronous``) violations are resolved as they arrive."""
 
-from mpisgd.protocol.base import Protocol
+from mpisgd.protocol.base import Protocol, sync_mode
 from mpisgd.protocol.coordinator import drive
 
 
@@ -18,6 +18,21 @@ class Dynamic(Protocol):
     silent = False
     checks = True
     resolving = True
+
+    @classmethod
+    def label(cls, report):
+        from mpisgd.protocol.config import AUTO, HALF_HEDGE_LEARNERS  # config imports the registry
+
+        config = report["configuration"]
+        p = config["protocol"]
+        delta = p.get("delta")
+        if delta == AUTO and "delta" in (report.get("delta_auto") or {}):
+            delta = f"auto ({report['delta_auto']['delta']:.3g})"
+        hedge = (report.get("protocol") or {}).get("hedge") or p.get("hedge")
+        if hedge == AUTO:  # simulate reports the option; train the hedge it resolved to
+            k = config.get("ranks") or report.get("k") or 0
+            hedge = "half" if 0 < k <= HALF_HEDGE_LEARNERS else "counter"
+        return f"dynamic Δ={delta} b={p.get('period')}, {hedge} hedge" + sync_mode(report)
 
     @staticmethod
     def check(points, t, transport):

@@ -3,7 +3,7 @@ rounds each learner contributes its summary [‖w_l − r‖², ⟨w_l − r, ξ
 to one small sum, and a full sync follows when the estimated variance δ̂
 exceeds Θ. No coordinator."""
 
-from mpisgd.protocol.base import Protocol
+from mpisgd.protocol.base import Protocol, sync_mode
 
 
 class Fda(Protocol):
@@ -16,6 +16,11 @@ class Fda(Protocol):
     silent = False
     checks = True
     monitoring = True
+
+    @classmethod
+    def label(cls, report):
+        p = report["configuration"]["protocol"]
+        return f"fda Θ={p.get('theta')} b={p.get('period')}" + sync_mode(report)
 
     @staticmethod
     def check(points, t, transport):

@@ -11,6 +11,10 @@ class Static(Protocol):
     silent = False
     checks = True
 
+    @classmethod
+    def label(cls, report):
+        return f"static b={report['configuration']['protocol'].get('period')}"
+
     @staticmethod
     def check(points, t, transport):
         c = points.coordinator
