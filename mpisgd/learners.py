@@ -13,6 +13,7 @@ from mpisgd.kernels.losses import CLASSIFICATION_LOSSES, DEFAULT_PARAM, LOSSES
 from mpisgd.kernels.schedules import NEEDS_POSITIVE_LAMBDA, SCHEDULES
 
 _NO_CHECKS = (np.empty(0, dtype=np.int64), np.empty(0))  # learn: rows without a check (check_end, threshold)
+_UNTRACKED = (np.empty(0, dtype=np.int32), np.full(1, -1, dtype=np.int64))  # learn_rows' touched: not kept
 
 _STATE = ("alpha", "s", "V", "bias", "P", "Q", "steps", "A", "U", "alpha_sum", "s_sum", "bias_sum", "n_avg",
           "r", "r_bias", "R", "loss_sum", "errors", "examples", "encoded")  # fmt: skip
@@ -138,7 +139,7 @@ class OnlineLearners:
         self.RX = np.zeros(int(directions))
         self.encoded = np.zeros(k, dtype=np.int64)  # compressed messages and full syncs of each learner so far
         self.first_id = 0  # learner 0's id in the run (an MPI rank's learner is learner `rank`): keys its draws
-        self._touched = None  # with track_touched: (marks, touched, count) of the coordinates v may be non-zero on
+        self._touched = _UNTRACKED  # (touched, count): the coordinates v may be non-zero on (track_touched)
 
     def track_touched(self):
         """Keep, for the one learner, the coordinates its v may be non-zero on
@@ -148,10 +149,8 @@ class OnlineLearners:
         anywhere: until the next change of r, v is read in full."""
         if self.k != 1:
             raise MpisgdError(f"track_touched: one learner's coordinates, not {self.k} learners'")
-        n = self.n_features
-        marks = np.zeros(-(-n // 8) * 8, dtype=np.uint8)  # read 8 at a time (gather_touched)
-        self._touched = (marks, np.empty(n, dtype=np.int32), np.zeros(1, dtype=np.int64))
-        self._touched[2][0] = -1 if np.any(self.V) else 0  # -1: anywhere
+        self._touched = (np.empty(self.n_features, dtype=np.int32), np.zeros(1, dtype=np.int64))
+        self._touched[1][0] = -1 if np.any(self.V) else 0  # -1: anywhere
 
     def warm_up(self):
         """Load every kernel a rank calls (numba compiles or reads its cache on
@@ -174,9 +173,8 @@ class OnlineLearners:
         scratch.set_reference_sum(scratch.sync_parts([0])[0][0], 1)
         wire.sum_blocks(wire.encode_block(1.0, 0.0, z[:1], 1), 1, 1)  # a full sync's pairs exchange
         scratch.sync_pairs(0, np.empty(1), np.empty(1, np.int32))
-        scratch.track_touched()  # its kernels, for rows read from a shard (read-only) and generated ones
+        scratch.track_touched()
         scratch.learn(indptr, indices, data, y, owner)
-        scratch.learn(np.array([0, 1]), np.zeros(1, np.int32), np.ones(1), np.ones(1), owner)
         scratch.sync_pairs(0, np.empty(1), np.empty(1, np.int32))
         scratch.set_reference(z)
 
@@ -185,9 +183,8 @@ class OnlineLearners:
     def learn(self, indptr, indices, data, y, owner):
         """Rows in order: predict with learner owner[i], charge, then learn."""
         y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
-        rows = self._rows(indptr, indices, data, y, owner)
-        status, row, _, _ = online.learn_rows(*rows, *_NO_CHECKS, *self._state(), self.R, self.r_bias, self._dist)
-        self._mark(rows)
+        status, row, _, _ = online.learn_rows(*self._rows(indptr, indices, data, y, owner), *_NO_CHECKS,
+                                              *self._state(), self.R, self.r_bias, self._dist, *self._touched)
         self._raise_on(status, row, y, owner)
 
     def learn_until_violation(self, indptr, indices, data, y, owner, check_end, threshold):
@@ -198,12 +195,10 @@ class OnlineLearners:
         check_end[checks − 1] if violated, else all of them."""
         y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
         check_end = np.asarray(check_end, dtype=np.int64)
-        rows = self._rows(indptr, indices, data, y, owner)
         status, row, checks, violated = online.learn_rows(
-            *rows, check_end, np.full(check_end.shape, threshold, np.float64),
-            *self._state(), self.R, self.r_bias, self._dist,
+            *self._rows(indptr, indices, data, y, owner), check_end, np.full(check_end.shape, threshold, np.float64),
+            *self._state(), self.R, self.r_bias, self._dist, *self._touched,
         )  # fmt: skip
-        self._mark(rows)
         self._raise_on(status, row, y, owner)
         return int(checks), bool(violated)
 
@@ -211,13 +206,6 @@ class OnlineLearners:
     def _rows(indptr, indices, data, y, owner):
         return (np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int32),
                 np.asarray(data, dtype=np.float64), y, owner)
-
-    def _mark(self, rows):
-        """With track_touched: every feature index of the rows passed (a superset of those learned)."""
-        if self._touched is not None and self._touched[2][0] >= 0:
-            indptr, indices = rows[0], rows[1]
-            if len(indptr):
-                sync.mark(indices, int(indptr[0]), int(indptr[-1]), *self._touched)
 
     def _state(self):
         """The kernel arguments after the rows: the learners' state and options."""
@@ -326,8 +314,9 @@ class OnlineLearners:
         non-zeros of its u into vals and idx (length ≥ n each), and
         (the non-zeros of its v, the pairs written, b, α)."""
         scale = self.s[l]
-        if self._touched is not None and self._touched[2][0] >= 0 and np.isfinite(scale):
-            nnz, c = sync.gather_touched(self.V[l], scale, self._touched[0], vals, idx)
+        touched, count = self._touched
+        if count[0] >= 0 and np.isfinite(scale):
+            nnz, c = sync.gather_touched(self.V[l], scale, touched, int(count[0]), vals, idx)
         else:
             nnz, c = sync.gather_pairs(self.V[l], scale, vals, idx)
         return nnz, c, self.bias[l], self.alpha[l]
@@ -397,19 +386,18 @@ class OnlineLearners:
             self._push_direction(np.append(self.r - r_before, self.r_bias - bias_before))  # [r' − r, b' − r_b]
             self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
         self.R = float(self.r @ self.r)
-        if self._touched is not None and self._touched[2][0] >= 0:
+        if self._touched[1][0] >= 0:
             sync.clear_touched(self.V[0], *self._touched)  # v ← 0 on the coordinates it may be non-zero on
         else:
             self.V[:] = 0.0
-            if self._touched is not None:
-                self._touched[0][:] = 0
-                self._touched[2][0] = 0
+            if self._touched is not _UNTRACKED:
+                self._touched[1][0] = 0
         online.restart(self.r_bias, self.alpha, self.s, self.bias, self.P, self.Q, self.PX)
 
     def _untrack(self):
         """v may now be non-zero anywhere (track_touched)."""
-        if self._touched is not None:
-            self._touched[2][0] = -1
+        if self._touched is not _UNTRACKED:
+            self._touched[1][0] = -1
 
     def _push_direction(self, change):
         """The newest reference change becomes ξ_1; the older directions follow,

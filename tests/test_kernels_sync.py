@@ -91,25 +91,21 @@ def test_gather_pairs_matches_the_numpy_twin(density, scale):
     np.testing.assert_array_equal(vals[:c], u[want])
 
 
-def test_mark_gather_and_clear_touched_match_the_numpy_twins():
+def test_gather_and_clear_touched_match_the_numpy_twins():
     rng = np.random.default_rng(6)
     n = 1001
-    marks, touched, count = np.zeros(1008, np.uint8), np.full(n, -7, np.int32), np.zeros(1, np.int64)
-    indices = rng.integers(-3, n + 10, 400).astype(np.int32)  # out-of-range ones are not marked
-    sync.mark(indices, 5, 300, marks, touched, count)
-    sync.mark(indices, 250, 9999, marks, touched, count)  # overlapping, past the end: each j once
-    want = [j for j in dict.fromkeys(indices[5:].tolist()) if 0 <= j < n]  # first-seen order
-    assert touched[: count[0]].tolist() == want
-    assert np.flatnonzero(marks).tolist() == sorted(want)
+    listed = rng.integers(0, n, 400).astype(np.int32)  # in any order, some twice
+    touched, count = listed.copy(), np.array([len(listed)], np.int64)
     v = np.zeros(n)
-    v[want] = rng.standard_normal(len(want))
-    v[want[:5]] = [0.0, -0.0, np.nan, np.inf, 1e-300]
+    v[listed] = rng.standard_normal(len(listed))
+    v[listed[:5]] = [0.0, -0.0, np.nan, np.inf, 1e-300]
     vals, idx = np.empty(n), np.empty(n, np.int32)
-    nnz, c = sync.gather_touched(v, 1e-20, marks, vals, idx)
+    nnz, c = sync.gather_touched(v, 1e-20, touched, int(count[0]), vals, idx)
     with np.errstate(under="ignore", invalid="ignore"):
         u = 1e-20 * v
     assert nnz == np.count_nonzero(v) and c == np.count_nonzero(u)
     np.testing.assert_array_equal(idx[:c], np.flatnonzero(u))
     np.testing.assert_array_equal(vals[:c], u[np.flatnonzero(u)])
-    sync.clear_touched(v, marks, touched, count)
-    assert not v.any() and not marks.any() and count[0] == 0
+    assert sorted(touched.tolist()) == sorted(listed.tolist())  # sorted in place, the same coordinates
+    sync.clear_touched(v, touched, count)
+    assert not v.any() and count[0] == 0

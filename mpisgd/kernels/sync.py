@@ -4,8 +4,8 @@ count and scale that decide the exchange, and the new reference from the sum
 of every learner's z; in between, for the pairs exchange, the non-zeros of u
 in one pass and the sum of the blocks in one pass each. Where the pairs are
 exchanged, a learner that keeps the coordinates it touched since r changed
-(``mark``) gathers its pairs from those alone (``gather_touched``) and clears
-v there (``clear_touched``), else from a pass over v (``gather_pairs``)."""
+(``online.learn_rows``) gathers its pairs from those alone (``gather_touched``)
+and clears v there (``clear_touched``), else from a pass over v (``gather_pairs``)."""
 
 import numpy as np
 from numba import njit
@@ -96,50 +96,32 @@ _BLOCK = 8  # coordinates gather_pairs counts at once
 
 
 @njit(cache=True)
-def mark(indices, lo, hi, marks, touched, count):
-    """Add the feature indices indices[lo:hi] (those in [0, n)) to the touched
-    coordinates: marks[j] = 1 and j appended to touched[:count[0]], once each
-    (touched: n long; marks at least)."""
-    n = touched.shape[0]
-    c = count[0]
-    for jj in range(max(lo, 0), min(hi, indices.shape[0])):
-        j = indices[jj]
-        if 0 <= j < n and marks[j] == 0:
-            marks[j] = 1
-            touched[c] = j
-            c += 1
-    count[0] = c
-
-
-@njit(cache=True)
-def gather_touched(v, scale, marks, vals, idx):
-    """``gather_pairs`` where v is zero wherever marks is 0 (marks: uint8, a
-    multiple of 8 long, read 8 at a time): O(n/8 + touched), in increasing j."""
-    words = marks.view(np.uint64)
-    n = v.shape[0]
+def gather_touched(v, scale, touched, count, vals, idx):
+    """``gather_pairs`` where v is zero outside touched[:count] (which may
+    repeat a coordinate; sorted here in place): O(touched), not O(n)."""
+    t = touched[:count]
+    t.sort()
     nnz = 0
     c = 0
-    for w in range(words.shape[0]):
-        if words[w] == 0:
+    last = -1
+    for j in t:
+        if j == last:
             continue
-        for j in range(8 * w, min(8 * w + 8, n)):
-            if marks[j]:
-                nnz += v[j] != 0.0
-                u = scale * v[j]
-                if u != 0.0:
-                    vals[c] = u
-                    idx[c] = j
-                    c += 1
+        last = j
+        nnz += v[j] != 0.0
+        u = scale * v[j]
+        if u != 0.0:
+            vals[c] = u
+            idx[c] = j
+            c += 1
     return nnz, c
 
 
 @njit(cache=True)
-def clear_touched(v, marks, touched, count):
+def clear_touched(v, touched, count):
     """v ← 0 where v is zero outside touched[:count[0]]; no coordinate touched since."""
     for i in range(count[0]):
-        j = touched[i]
-        v[j] = 0.0
-        marks[j] = 0
+        v[touched[i]] = 0.0
     count[0] = 0
 
 
