@@ -438,10 +438,13 @@ class MPITransport:
             self._scratch = (np.empty(n), np.empty(n, dtype=np.int32), np.empty(1), np.empty(1),
                              np.zeros(n + 2))
         vals, idx, mine, top, total = self._scratch
-        nnz, c, bias, alpha = L.sync_pairs(0, vals, idx)
-        z = L.models([0])[0] if remember else None
-        if remember:
+        if remember:  # its z is remembered: the pairs read from it
+            nnz, c, z = L.sync_pairs_and_model(0, vals, idx)
+            bias, alpha = z[n], z[n + 1]
             self._sent(z)
+        else:
+            nnz, c, bias, alpha = L.sync_pairs(0, vals, idx)
+            z = None
         mine[0] = nnz
         yield "Allreduce", mine, top, MPI.MAX
         m = int(top[0])

@@ -389,6 +389,11 @@ def test_tracked_touched_coordinates_gather_as_a_full_pass():
         assert a[:2] == b
         np.testing.assert_array_equal(got[0][: b[1]], want[0][: b[1]])
         np.testing.assert_array_equal(got[1][: b[1]], want[1][: b[1]])
+        nnz, c, z = L.sync_pairs_and_model(0, *got)  # read from the dense z
+        assert (nnz, c) == b
+        np.testing.assert_array_equal(z, L.models([0])[0])
+        np.testing.assert_array_equal(got[0][:c], want[0][:c])
+        np.testing.assert_array_equal(got[1][:c], want[1][:c])
 
     for step in range(4):
         L.learn(*rows(20), np.zeros(20, np.int64))
