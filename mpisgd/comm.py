@@ -284,8 +284,6 @@ class MPITransport:
         self.steer = None  # --budget: Coordinator.steer, called after every full sync (_full_sync_steps)
         # a full sync's buffers, kept from sync to sync (``_pairs_steps``; one full sync at a time)
         self._scratch = self._block = self._blocks = None
-        if self.learners.compress == "none" and wire.sync_probe_size(self.n, self.k, "none"):
-            learners.track_touched()  # the pairs of a full sync gathered in O(touched) (_pairs_steps)
 
     # -- this rank's learner ----------------------------------------------------
 

@@ -13,7 +13,6 @@ from mpisgd.kernels.losses import CLASSIFICATION_LOSSES, DEFAULT_PARAM, LOSSES
 from mpisgd.kernels.schedules import NEEDS_POSITIVE_LAMBDA, SCHEDULES
 
 _NO_CHECKS = (np.empty(0, dtype=np.int64), np.empty(0))  # learn: rows without a check (check_end, threshold)
-_UNTRACKED = (np.empty(0, dtype=np.int32), np.full(1, -1, dtype=np.int64))  # learn_rows' touched: not kept
 
 _STATE = ("alpha", "s", "V", "bias", "P", "Q", "steps", "A", "U", "alpha_sum", "s_sum", "bias_sum", "n_avg",
           "r", "r_bias", "R", "loss_sum", "errors", "examples", "encoded")  # fmt: skip
@@ -139,18 +138,6 @@ class OnlineLearners:
         self.RX = np.zeros(int(directions))
         self.encoded = np.zeros(k, dtype=np.int64)  # compressed messages and full syncs of each learner so far
         self.first_id = 0  # learner 0's id in the run (an MPI rank's learner is learner `rank`): keys its draws
-        self._touched = _UNTRACKED  # (touched, count): the coordinates v may be non-zero on (track_touched)
-
-    def track_touched(self):
-        """Keep, for the one learner, the coordinates its v may be non-zero on
-        since r last changed (every feature index of the rows it learned), so
-        that a full sync gathers and clears v in O(touched), not O(n). A model
-        taken from outside (``set_models``, ``load_state_dict``) may be non-zero
-        anywhere: until the next change of r, v is read in full."""
-        if self.k != 1:
-            raise MpisgdError(f"track_touched: one learner's coordinates, not {self.k} learners'")
-        self._touched = (np.empty(self.n_features, dtype=np.int32), np.zeros(1, dtype=np.int64))
-        self._touched[1][0] = -1 if np.any(self.V) else 0  # -1: anywhere
 
     def warm_up(self):
         """Load every kernel a rank calls (numba compiles or reads its cache on
@@ -174,10 +161,6 @@ class OnlineLearners:
         wire.sum_blocks(wire.encode_block(1.0, 0.0, z[:1], 1), 1, 1)  # a full sync's pairs exchange
         scratch.sync_pairs(0, np.empty(1), np.empty(1, np.int32))
         scratch.sync_pairs_and_model(0, np.empty(1), np.empty(1, np.int32))
-        scratch.track_touched()
-        scratch.learn(indptr, indices, data, y, owner)
-        scratch.sync_pairs(0, np.empty(1), np.empty(1, np.int32))
-        scratch.set_reference(z)
 
     # -- learning -----------------------------------------------------------
 
@@ -185,7 +168,7 @@ class OnlineLearners:
         """Rows in order: predict with learner owner[i], charge, then learn."""
         y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
         status, row, _, _ = online.learn_rows(*self._rows(indptr, indices, data, y, owner), *_NO_CHECKS,
-                                              *self._state(), self.R, self.r_bias, self._dist, *self._touched)
+                                              *self._state(), self.R, self.r_bias, self._dist)
         self._raise_on(status, row, y, owner)
 
     def learn_until_violation(self, indptr, indices, data, y, owner, check_end, threshold):
@@ -198,7 +181,7 @@ class OnlineLearners:
         check_end = np.asarray(check_end, dtype=np.int64)
         status, row, checks, violated = online.learn_rows(
             *self._rows(indptr, indices, data, y, owner), check_end, np.full(check_end.shape, threshold, np.float64),
-            *self._state(), self.R, self.r_bias, self._dist, *self._touched,
+            *self._state(), self.R, self.r_bias, self._dist,
         )  # fmt: skip
         self._raise_on(status, row, y, owner)
         return int(checks), bool(violated)
@@ -314,12 +297,7 @@ class OnlineLearners:
         """Learner l's full-sync contribution as pairs, in one pass: the
         non-zeros of its u into vals and idx (length ≥ n each), and
         (the non-zeros of its v, the pairs written, b, α)."""
-        scale = self.s[l]
-        touched, count = self._touched
-        if count[0] >= 0 and np.isfinite(scale):
-            nnz, c = sync.gather_touched(self.V[l], scale, touched, int(count[0]), vals, idx)
-        else:
-            nnz, c = sync.gather_pairs(self.V[l], scale, vals, idx)
+        nnz, c = sync.gather_pairs(self.V[l], self.s[l], vals, idx)
         return nnz, c, self.bias[l], self.alpha[l]
 
     def sync_pairs_and_model(self, l, vals, idx):
@@ -354,7 +332,6 @@ class OnlineLearners:
 
     def set_models(self, ids, z):
         """Learners ids take the model z (relative to the current r)."""
-        self._untrack()
         online.set_models(np.atleast_1d(np.asarray(ids, dtype=np.int64)), np.asarray(z, dtype=np.float64),
                           self.alpha, self.s, self.V, self.bias, self.P, self.Q,
                           self.A, self.U, self.alpha_sum, self.s_sum, self.r, self.average,
@@ -395,18 +372,7 @@ class OnlineLearners:
             self._push_direction(np.append(self.r - r_before, self.r_bias - bias_before))  # [r' − r, b' − r_b]
             self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
         self.R = float(self.r @ self.r)
-        if self._touched[1][0] >= 0:
-            sync.clear_touched(self.V[0], *self._touched)  # v ← 0 on the coordinates it may be non-zero on
-        else:
-            self.V[:] = 0.0
-            if self._touched is not _UNTRACKED:
-                self._touched[1][0] = 0
-        online.restart(self.r_bias, self.alpha, self.s, self.bias, self.P, self.Q, self.PX)
-
-    def _untrack(self):
-        """v may now be non-zero anywhere (track_touched)."""
-        if self._touched is not _UNTRACKED:
-            self._touched[1][0] = -1
+        online.restart(self.r_bias, self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.PX)
 
     def _push_direction(self, change):
         """The newest reference change becomes ξ_1; the older directions follow,
@@ -455,7 +421,6 @@ class OnlineLearners:
         return {name: np.array(getattr(self, name)) for name in _STATE}
 
     def load_state_dict(self, state):
-        self._untrack()
         for name in _STATE:
             value = state[name]
             current = getattr(self, name)

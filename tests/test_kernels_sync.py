@@ -89,23 +89,3 @@ def test_gather_pairs_matches_the_numpy_twin(density, scale):
     assert c == len(want)
     np.testing.assert_array_equal(idx[:c], want)
     np.testing.assert_array_equal(vals[:c], u[want])
-
-
-def test_gather_and_clear_touched_match_the_numpy_twins():
-    rng = np.random.default_rng(6)
-    n = 1001
-    listed = rng.integers(0, n, 400).astype(np.int32)  # in any order, some twice
-    touched, count = listed.copy(), np.array([len(listed)], np.int64)
-    v = np.zeros(n)
-    v[listed] = rng.standard_normal(len(listed))
-    v[listed[:5]] = [0.0, -0.0, np.nan, np.inf, 1e-300]
-    vals, idx = np.empty(n), np.empty(n, np.int32)
-    nnz, c = sync.gather_touched(v, 1e-20, touched, int(count[0]), vals, idx)
-    with np.errstate(under="ignore", invalid="ignore"):
-        u = 1e-20 * v
-    assert nnz == np.count_nonzero(v) and c == np.count_nonzero(u)
-    np.testing.assert_array_equal(idx[:c], np.flatnonzero(u))
-    np.testing.assert_array_equal(vals[:c], u[np.flatnonzero(u)])
-    assert sorted(touched.tolist()) == sorted(listed.tolist())  # sorted in place, the same coordinates
-    sync.clear_touched(v, touched, count)
-    assert not v.any() and count[0] == 0

@@ -368,39 +368,25 @@ def test_warm_up_loads_the_kernels_of_a_run_on_shard_rows():
     assert done.stdout.strip() == "[[], [], []]", done.stdout
 
 
-def test_tracked_touched_coordinates_gather_as_a_full_pass():
-    """track_touched: a full sync's pairs gathered from the touched coordinates
-    equal those of a pass over every v_j, after learning, after a model taken
-    from outside (read in full) and after the reference changed."""
-    from mpisgd.kernels import sync
-
+@pytest.mark.parametrize("lam", [0.0, 1e-3])
+def test_sync_pairs_match_the_model_and_its_non_zeros(lam):
+    """A full sync's pairs, from v (``sync_pairs``) and from the dense z
+    (``sync_pairs_and_model``): the non-zeros of u = s·v, in increasing j."""
     rng = np.random.default_rng(7)
-    n = 500
-    L = OnlineLearners(1, n, loss="log", eta0=0.5, lam=1e-3)
-    L.track_touched()
-
-    def rows(m):
-        indptr = np.arange(0, 5 * m + 1, 5)
-        return indptr, rng.integers(0, n, 5 * m).astype(np.int32), rng.random(5 * m), rng.choice([-1.0, 1.0], m)
-
-    def same_pairs():
-        got, want = (np.empty(n), np.empty(n, np.int32)), (np.empty(n), np.empty(n, np.int32))
-        a, b = L.sync_pairs(0, *got), sync.gather_pairs(L.V[0], L.s[0], *want)
-        assert a[:2] == b
-        np.testing.assert_array_equal(got[0][: b[1]], want[0][: b[1]])
-        np.testing.assert_array_equal(got[1][: b[1]], want[1][: b[1]])
-        nnz, c, z = L.sync_pairs_and_model(0, *got)  # read from the dense z
-        assert (nnz, c) == b
-        np.testing.assert_array_equal(z, L.models([0])[0])
-        np.testing.assert_array_equal(got[0][:c], want[0][:c])
-        np.testing.assert_array_equal(got[1][:c], want[1][:c])
-
-    for step in range(4):
-        L.learn(*rows(20), np.zeros(20, np.int64))
-        same_pairs()
-        if step == 1:
-            L.set_models([0], rng.standard_normal(n + 2))  # non-zero anywhere
-            same_pairs()
-        L.set_reference(L.models([0])[0])
-        assert not L.V.any()
-        same_pairs()
+    n, m = 500, 30
+    L = OnlineLearners(1, n, loss="log", eta0=0.5, lam=lam)
+    indptr = np.arange(0, 5 * m + 1, 5)
+    L.learn(indptr, rng.integers(0, n, 5 * m).astype(np.int32), rng.random(5 * m), rng.choice([-1.0, 1.0], m),
+            np.zeros(m, np.int64))
+    z = L.models([0])[0]
+    want = np.flatnonzero(z[:n])
+    for from_model in (False, True):
+        vals, idx = np.full(n, 7.0), np.full(n, -7, np.int32)
+        out = (L.sync_pairs_and_model if from_model else L.sync_pairs)(0, vals, idx)
+        assert out[:2] == (np.count_nonzero(L.V[0]), len(want))
+        np.testing.assert_array_equal(idx[: len(want)], want)
+        np.testing.assert_array_equal(vals[: len(want)], z[want])
+        if from_model:
+            np.testing.assert_array_equal(out[2], z)
+        else:
+            assert out[2:] == (z[n], z[n + 1])

@@ -126,10 +126,12 @@ def divergence(z, r, r_bias):
 
 
 @njit(cache=True)
-def restart(r_bias, alpha, s, bias, P, Q, PX):
-    """Every learner at the reference r, once the caller has set v = 0 (u = 0: P = Q = 0 and PX = 0),
-    α = s = 1, b = r_b."""
-    for l in range(alpha.shape[0]):
+def restart(r_bias, alpha, s, V, bias, P, Q, PX):
+    """Every learner at the reference r: u = 0 (v = 0, so P = Q = 0 and PX = 0), α = s = 1, b = r_b."""
+    k, n = V.shape
+    for l in range(k):
+        for j in range(n):
+            V[l, j] = 0.0
         for q in range(PX.shape[1]):
             PX[l, q] = 0.0
         alpha[l] = 1.0
@@ -191,7 +193,7 @@ def learn_rows(
     A, U, alpha_sum, s_sum, bias_sum, n_avg,
     r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness, rda_gamma, rda_l1,
     fit_intercept, regularize_bias, average, classification, ties_are_errors,
-    loss_sum, errors, examples, Xi, PX, R, r_bias, dist, touched, n_touched,
+    loss_sum, errors, examples, Xi, PX, R, r_bias, dist,
 ):  # fmt: skip
     """Predict, charge, then learn from each row i with learner owner[i];
     after the first check_end[c] rows (ascending), check c: every learner's
@@ -206,11 +208,6 @@ def learn_rows(
     prediction or update that is not finite), nothing from that row on
     processed; the checks made, and whether the last of them found a
     violator (if not, every row was learned).
-
-    With n_touched[0] ≥ 0 (one learner: ``OnlineLearners.track_touched``),
-    every coordinate at which v is zero when a step moves it is appended to
-    touched[:n_touched[0]], so that v stays zero outside that list; beyond
-    the list's room n_touched[0] becomes −1 (v may then be non-zero anywhere).
     """
     k, n = V.shape
     J = Xi.shape[0]
@@ -298,13 +295,6 @@ def learn_rows(
                 j = indices[jj]
                 dv = c * data[jj]
                 vj = V[l, j]
-                if vj == 0.0 and n_touched[0] >= 0:  # newly touched (rarely twice: when v_j came back to 0)
-                    c_t = n_touched[0]
-                    if c_t < touched.shape[0]:
-                        touched[c_t] = j
-                        n_touched[0] = c_t + 1
-                    else:
-                        n_touched[0] = -1
                 dp += r[j] * dv
                 dq += dv * (2.0 * vj + dv)
                 V[l, j] = vj + dv

@@ -2,10 +2,7 @@
 exchange and one after: a learner's contribution z = [s·v, b, α] with the
 count and scale that decide the exchange, and the new reference from the sum
 of every learner's z; in between, for the pairs exchange, the non-zeros of u
-in one pass and the sum of the blocks in one pass each. Where the pairs are
-exchanged, a learner that keeps the coordinates it touched since r changed
-(``online.learn_rows``) gathers its pairs from those alone (``gather_touched``)
-and clears v there (``clear_touched``), else from a pass over v (``gather_pairs``)."""
+in one pass and the sum of the blocks in one pass each."""
 
 import numpy as np
 from numba import njit
@@ -93,36 +90,6 @@ def gather_pairs(v, scale, vals, idx):
 
 
 _BLOCK = 8  # coordinates gather_pairs counts at once
-
-
-@njit(cache=True)
-def gather_touched(v, scale, touched, count, vals, idx):
-    """``gather_pairs`` where v is zero outside touched[:count] (which may
-    repeat a coordinate; sorted here in place): O(touched), not O(n)."""
-    t = touched[:count]
-    t.sort()
-    nnz = 0
-    c = 0
-    last = -1
-    for j in t:
-        if j == last:
-            continue
-        last = j
-        nnz += v[j] != 0.0
-        u = scale * v[j]
-        if u != 0.0:
-            vals[c] = u
-            idx[c] = j
-            c += 1
-    return nnz, c
-
-
-@njit(cache=True)
-def clear_touched(v, touched, count):
-    """v ← 0 where v is zero outside touched[:count[0]]; no coordinate touched since."""
-    for i in range(count[0]):
-        v[touched[i]] = 0.0
-    count[0] = 0
 
 
 @njit(cache=True)
