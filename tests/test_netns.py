@@ -106,7 +106,7 @@ def test_namespaces_are_removed_even_when_the_job_fails():
         proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT,
                               env=job_env(**ROOT_ENV))
         assert proc.returncode != 0
-        assert "--rounds must be >= 0" in proc.stdout + proc.stderr
+        assert "argument --rounds: must be >= 1" in proc.stdout + proc.stderr
     finally:
         cluster.stop()
     assert cluster.exists() == []

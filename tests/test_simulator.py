@@ -477,7 +477,7 @@ def test_simulate_reports_and_prints_delta_auto(tmp_path, capsys):
     assert report["configuration"]["protocol"]["delta"] == "auto"  # the default
     assert auto["delta"] == auto["c"] * auto["eta_P"] * math.sqrt(auto["eta_P"] * auto["G"])
     assert auto["pilot_rows"] == 3 * 8
-    assert "delta auto: Δ = c·η·√(η·G)" in printed and '"delta": "auto"' in printed
+    assert "delta auto: Δ = c·η·√(η·G)" in printed  # the configuration is report.json's
 
 
 def test_simulate_reports_and_prints_the_budget(tmp_path, capsys):
