@@ -282,6 +282,8 @@ class MPITransport:
         self._pacing = comm.Dup() if asynchronous else None
         self._pace = None  # the pacing barrier this rank started last, until it completes
         self.steer = None  # --budget: Coordinator.steer, called after every full sync (_full_sync_steps)
+        # a full sync's buffers, kept from sync to sync (``_pairs_steps``; one full sync at a time)
+        self._scratch = self._block = self._blocks = None
 
     # -- this rank's learner ----------------------------------------------------
 
@@ -401,10 +403,12 @@ class MPITransport:
         With remember, this rank's z is remembered as sent (async: the steps
         it makes meanwhile are kept)."""
         L, n, k, compress = self.learners, self.n, self.k, self.learners.compress
+        probe = wire.sync_probe_size(n, k, compress)
+        if probe and compress == "none":
+            return (yield from self._pairs_steps(remember))
         z, nnz, scales = L.sync_parts([0])  # the one pass before the exchange
         if remember:
             self._sent(z[0])
-        probe = wire.sync_probe_size(n, k, compress)
         if probe:  # max nnz (and the shared scales) over ranks
             top = np.empty(probe)
             yield "Allreduce", np.array([nnz[0], *scales[0]])[:probe], top, MPI.MAX
@@ -422,6 +426,41 @@ class MPITransport:
         total = np.empty_like(q)
         yield "Allreduce", q, total, MPI.SUM
         return wire.sync_unlevel(total, c, k, L.r_bias, compress)
+
+    def _pairs_steps(self, remember):
+        """``_sum_steps`` uncompressed, with the probe: this rank's non-zeros
+        gathered in one pass (the dense z only where it is sent or remembered),
+        into buffers kept from sync to sync."""
+        L, n, k = self.learners, self.n, self.k
+        if self._scratch is None:  # pairs of up to n non-zeros, the probe's, the sum
+            self._scratch = (np.empty(n), np.empty(n, dtype=np.int32), np.empty(1), np.empty(1),
+                             np.zeros(n + 2))
+        vals, idx, mine, top, total = self._scratch
+        if remember:  # its z is remembered: the pairs read from it
+            nnz, c, z = L.sync_pairs_and_model(0, vals, idx)
+            bias, alpha = z[n], z[n + 1]
+            self._sent(z)
+        else:
+            nnz, c, bias, alpha = L.sync_pairs(0, vals, idx)
+            z = None
+        mine[0] = nnz
+        yield "Allreduce", mine, top, MPI.MAX
+        m = int(top[0])
+        if not wire.sync_pairs(n, k, "none", m):
+            if z is None:
+                z = L.models([0])[0]
+            total = np.empty(n + 2)
+            yield "Allreduce", z, total, MPI.SUM
+            return total
+        size = wire.sync_block_nbytes(m)
+        if self._blocks is None or len(self._blocks) < k * size:  # grown to the largest exchange so far
+            self._blocks = np.empty(2 * k * size, dtype=np.uint8)
+            self._block = np.empty(2 * size, dtype=np.uint8)
+        block = wire.fill_block(self._block[:size], alpha, bias, vals[:c], idx[:c], m)
+        blocks = self._blocks[: k * size]
+        yield "Allgather", block, blocks
+        total[:] = 0.0
+        return wire.sum_blocks(blocks, n, m, total)
 
     # -- sync mode: a check begun at one check point, settled at the next --------
 

@@ -159,6 +159,8 @@ class OnlineLearners:
         scratch.set_reference(scratch.mean_model())
         scratch.set_reference_sum(scratch.sync_parts([0])[0][0], 1)
         wire.sum_blocks(wire.encode_block(1.0, 0.0, z[:1], 1), 1, 1)  # a full sync's pairs exchange
+        scratch.sync_pairs(0, np.empty(1), np.empty(1, np.int32))
+        scratch.sync_pairs_and_model(0, np.empty(1), np.empty(1, np.int32))
 
     # -- learning -----------------------------------------------------------
 
@@ -290,6 +292,21 @@ class OnlineLearners:
         scales = np.empty((len(ids), 3))
         sync.contributions(ids, self.alpha, self.s, self.V, self.bias, self.r_bias, z, nnz, scales)
         return z, nnz, scales
+
+    def sync_pairs(self, l, vals, idx):
+        """Learner l's full-sync contribution as pairs, in one pass: the
+        non-zeros of its u into vals and idx (length ≥ n each), and
+        (the non-zeros of its v, the pairs written, b, α)."""
+        nnz, c = sync.gather_pairs(self.V[l], self.s[l], vals, idx)
+        return nnz, c, self.bias[l], self.alpha[l]
+
+    def sync_pairs_and_model(self, l, vals, idx):
+        """``sync_pairs`` and learner l's model z, from the one dense pass that
+        makes z (where z is needed anyway, its pairs are read from it in cache):
+        (the non-zeros of its v, the pairs written, z)."""
+        z, nnz = self.models_and_nnz([l])
+        c = sync.pairs_of(z[0, : self.n_features], vals, idx)
+        return int(nnz[0]), c, z[0]
 
     def sync_levels(self, ids, z, c, k):
         """Integer levels of learners ids' contributions z with shared scales c

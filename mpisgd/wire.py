@@ -317,13 +317,32 @@ def encode_block(alpha, bias, u, m):
     return buf
 
 
-def sum_blocks(blocks, n, m):
-    """Σ z of the k pairs blocks (uint8, k·``sync_block_nbytes(m)``), in order;
-    refuses counts beyond m and indices outside [0, n) or out of order."""
+def fill_block(buf, alpha, bias, vals, idx, m):
+    """``encode_block`` of pairs already gathered (vals, idx: at most m of
+    them) into buf, uint8 of ``sync_block_nbytes(m)`` bytes (a view of a
+    buffer kept from sync to sync); the padding is zeroed."""
+    c = len(vals)
+    if c > m:
+        raise MpisgdError(f"wire: a pairs block holds at most m = {m} non-zeros; u has {c}")
+    head = buf[: 24 + 8 * m].view(np.float64)
+    head[0], head[1], head[2] = alpha, bias, c
+    head[3 : 3 + c] = vals
+    head[3 + c :] = 0.0
+    index = buf[24 + 8 * m :].view(np.int32)
+    index[:c] = idx
+    index[c:] = 0
+    return buf
+
+
+def sum_blocks(blocks, n, m, total=None):
+    """Σ z of the k pairs blocks (uint8, k·``sync_block_nbytes(m)``), in order,
+    into ``total`` (n + 2 zeros; a new array if None); refuses counts beyond m
+    and indices outside [0, n) or out of order."""
     size = sync_block_nbytes(m)
     if blocks.ndim != 1 or len(blocks) % size:
         raise MpisgdError(f"wire: {len(blocks)} bytes are not whole pairs blocks of {size} bytes")
-    total = np.zeros(n + 2, dtype=np.float64)
+    if total is None:
+        total = np.zeros(n + 2, dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite models sum as IEEE says
         for b in range(len(blocks) // size):
             _add_block(total, blocks[b * size : (b + 1) * size], n, m)

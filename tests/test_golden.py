@@ -36,7 +36,7 @@ WRITE = os.environ.get("MPISGD_GOLDEN_WRITE") == "1"
 
 # every learner option, given: a change of a default must not change a golden run
 LEARNER = ["--loss", "log", "--schedule", "constant", "--eta0", "0.5", "--lam", "0.01", "--t0", "0", "--power", "0.5",
-           "--rule", "sgd", "--aggressiveness", "1", "--gamma", "1", "--l1", "0"]
+           "--rule", "sgd", "--aggressiveness", "1", "--gamma", "1", "--l1", "0", "--no-average"]
 DYNAMIC = ["--protocol", "dynamic", "--delta", "0.3", "--period", "1", "--augmentation", "random-one",
            "--counter-counts", "violators", "--counter-reset", "any-full-sync", "--counter-limit", "1",
            "--burst-fraction", "0", "--protocol-seed", "0", "--pilot-rounds", "8"]

@@ -71,3 +71,21 @@ def test_add_pairs_matches_the_numpy_twin_and_refuses_bad_indices():
     for bad in ([3, 3], [4, 2], [-1, 2], [0, n]):
         assert not sync.add_pairs(np.zeros(n), np.ones(2), np.array(bad, np.int32), n)
     assert sync.add_pairs(np.zeros(n), np.zeros(0), np.zeros(0, np.int32), n)
+
+
+@pytest.mark.parametrize("density", [0.0, 0.01, 0.3, 1.0])
+@pytest.mark.parametrize("scale", [0.5, 1e-320, np.inf])
+def test_gather_pairs_matches_the_numpy_twin(density, scale):
+    rng = np.random.default_rng(5)
+    n = 1003  # not a whole number of the kernel's blocks
+    v = np.where(rng.random(n) < density, rng.standard_normal(n), 0.0)
+    v[[0, 9, 17, 500, n - 1]] = [-0.0, np.nan, np.inf, 1e-300, 2.0]  # 1e-300·1e-320 underflows to 0
+    with np.errstate(invalid="ignore", under="ignore", over="ignore"):
+        u = scale * v
+    want = np.flatnonzero(u)  # the pairs: non-zeros of u = scale·v (NaN is one, ±0 are not)
+    vals, idx = np.full(n, 7.0), np.full(n, -7, np.int32)
+    nnz, c = sync.gather_pairs(v, scale, vals, idx)
+    assert nnz == np.count_nonzero(v)
+    assert c == len(want)
+    np.testing.assert_array_equal(idx[:c], want)
+    np.testing.assert_array_equal(vals[:c], u[want])

@@ -366,3 +366,27 @@ def test_warm_up_loads_the_kernels_of_a_run_on_shard_rows():
     done = subprocess.run([sys.executable, "-c", _WARM_UP_CHECK], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[[], [], []]", done.stdout
+
+
+@pytest.mark.parametrize("lam", [0.0, 1e-3])
+def test_sync_pairs_match_the_model_and_its_non_zeros(lam):
+    """A full sync's pairs, from v (``sync_pairs``) and from the dense z
+    (``sync_pairs_and_model``): the non-zeros of u = s·v, in increasing j."""
+    rng = np.random.default_rng(7)
+    n, m = 500, 30
+    L = OnlineLearners(1, n, loss="log", eta0=0.5, lam=lam)
+    indptr = np.arange(0, 5 * m + 1, 5)
+    L.learn(indptr, rng.integers(0, n, 5 * m).astype(np.int32), rng.random(5 * m), rng.choice([-1.0, 1.0], m),
+            np.zeros(m, np.int64))
+    z = L.models([0])[0]
+    want = np.flatnonzero(z[:n])
+    for from_model in (False, True):
+        vals, idx = np.full(n, 7.0), np.full(n, -7, np.int32)
+        out = (L.sync_pairs_and_model if from_model else L.sync_pairs)(0, vals, idx)
+        assert out[:2] == (np.count_nonzero(L.V[0]), len(want))
+        np.testing.assert_array_equal(idx[: len(want)], want)
+        np.testing.assert_array_equal(vals[: len(want)], z[want])
+        if from_model:
+            np.testing.assert_array_equal(out[2], z)
+        else:
+            assert out[2:] == (z[n], z[n + 1])

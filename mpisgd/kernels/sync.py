@@ -58,6 +58,41 @@ def pairs_of(u, vals, idx):
 
 
 @njit(cache=True)
+def gather_pairs(v, scale, vals, idx):
+    """One pass over a learner's v: the non-zeros of u = scale·v in increasing
+    j, values into vals and indices j into idx (int32; both of length ≥ len(v));
+    returns (the non-zeros of v, the count of pairs written). A block of v is
+    skipped once a vectorized count finds it all zero."""
+    n = v.shape[0]
+    nb = n // _BLOCK
+    blocks = v[: nb * _BLOCK].reshape((nb, _BLOCK))
+    finite = scale - scale == 0.0  # with an infinite or NaN scale, scale·0 is not 0: test every j
+    nnz = 0
+    c = 0
+    for b in range(nb + 1):
+        lo = b * _BLOCK
+        hi = min(lo + _BLOCK, n)
+        if b < nb and finite:
+            row = blocks[b]
+            touched = 0
+            for j in range(_BLOCK):
+                touched += row[j] != 0.0
+            if touched == 0:
+                continue
+        for j in range(lo, hi):
+            nnz += v[j] != 0.0
+            u = scale * v[j]
+            if u != 0.0:
+                vals[c] = u
+                idx[c] = j
+                c += 1
+    return nnz, c
+
+
+_BLOCK = 8  # coordinates gather_pairs counts at once
+
+
+@njit(cache=True)
 def add_pairs(total, vals, idx, n):
     """total[idx[i]] += vals[i] in one pass; False (total left partly added)
     unless every index lies in [0, n) and they strictly increase."""

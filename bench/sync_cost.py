@@ -1,0 +1,101 @@
+"""The CPU cost of a full sync against a bare MPI call of the same bytes (bench/README.md).
+
+    NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 .venv/bin/mpiexec -n 2 .venv/bin/python bench/sync_cost.py \\
+        [--syncs 400] [--period 8] [--dynamic-rounds 48]
+
+Every rank learns its rows of the RCV1-like stream (``--synthetic rcv1``, 47,152 features, log
+loss, η = 1) and, at each of ``--syncs`` sync points, takes part in a full sync through
+``MPITransport`` as ``mpisgd train`` does, then in a bare mpi4py ``Allreduce`` of a float64 buffer
+of the bytes this rank sent in that sync, both after a barrier. Two cases:
+
+- static: a blocking full sync every ``--period`` rounds (static b=8);
+- dynamic: the default mode's nonblocking full sync (every rank joined, waited on) after
+  ``--dynamic-rounds`` rounds, the union of supports a dynamic full sync carries.
+
+Times are CPU seconds of each rank (``time.process_time``: another rank's scheduling on this
+2-core machine does not move them, though spinning in MPI does), medians over the syncs, then the
+largest over ranks. The ratio is the sync's over the bare Allreduce's, in the same run.
+"""
+
+import argparse
+import time
+
+import numpy as np
+from mpi4py import MPI
+from threadpoolctl import threadpool_limits
+
+from mpisgd.comm import CountingComm, MPITransport, _wait
+from mpisgd.data.synthetic import RCV1Stream
+from mpisgd.learners import OnlineLearners
+
+
+def measure(comm, transport, stream, learners, rounds, syncs, dynamic):
+    """(sync µs, bare Allreduce µs, bytes sent per sync, wall µs outside MPI calls) medians of this rank."""
+    rank = comm.rank
+    owner = np.zeros(rounds, dtype=np.int64)
+    t = 0
+    sync_cpu, bare_cpu, sent, python = [], [], [], []
+    for i in range(syncs + 20):  # the first 20 warm up
+        indptr, indices, data, y = stream.rows(t, t + rounds, [rank])
+        learners.learn(indptr, indices, data, y, owner)
+        t += rounds
+        before = int(comm.sent_bytes.sum())
+        comm.comm.Barrier()
+        start, wall, inside = time.process_time(), time.perf_counter(), comm.seconds
+        if dynamic:
+            _wait(transport._join_full_sync())
+        else:
+            transport.full_sync()
+        cpu = time.process_time() - start
+        outside = time.perf_counter() - wall - (comm.seconds - inside)
+        nbytes = int(comm.sent_bytes.sum()) - before
+        send = np.zeros((nbytes + 7) // 8)
+        recv = np.empty_like(send)
+        comm.comm.Barrier()
+        start = time.process_time()
+        comm.comm.Allreduce(send, recv, op=MPI.SUM)
+        bare = time.process_time() - start
+        if i >= 20:
+            sync_cpu.append(cpu)
+            bare_cpu.append(bare)
+            sent.append(nbytes)
+            python.append(outside)
+    return (1e6 * np.median(sync_cpu), 1e6 * np.median(bare_cpu), float(np.median(sent)),
+            1e6 * np.median(python))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--syncs", type=int, default=400, help="timed syncs per case")
+    parser.add_argument("--period", type=int, default=8, help="rounds between static syncs")
+    parser.add_argument("--dynamic-rounds", type=int, default=48, help="rounds before each dynamic full sync")
+    args = parser.parse_args()
+    comm = CountingComm(MPI.COMM_WORLD)
+    stream = RCV1Stream(n_learners=comm.size, seed=0)
+    rows = []
+    with threadpool_limits(limits=1, user_api="blas"):  # as in an MPI rank
+        for name, rounds, dynamic in (("static b=%d" % args.period, args.period, False),
+                                      ("dynamic full sync (%d rounds)" % args.dynamic_rounds, args.dynamic_rounds,
+                                       True)):
+            learners = OnlineLearners(1, stream.n_features, loss="log", eta0=1.0)
+            learners.warm_up()
+            transport = MPITransport(comm, learners, asynchronous=dynamic)
+            mine = measure(comm, transport, stream, learners, rounds, args.syncs, dynamic)
+            every = comm.comm.gather(mine, root=0)
+            transport.close()
+            if comm.rank == 0:
+                sync_us = max(e[0] for e in every)
+                bare_us = max(e[1] for e in every)
+                rows.append((name, every[0][2], sync_us, bare_us, max(e[3] for e in every)))
+    if comm.rank == 0:
+        print(f"-n {comm.size}, RCV1-like stream (47,152 features), {args.syncs} syncs, CPU µs per rank "
+              "(median over syncs, largest over ranks)\n")
+        print("| sync | bytes sent a rank | sync µs | of which outside MPI (wall) | bare Allreduce µs | ratio |")
+        print("|---|---|---|---|---|---|")
+        for name, nbytes, sync_us, bare_us, outside in rows:
+            print(f"| {name} | {nbytes:,.0f} | {sync_us:.1f} | {outside:.1f} | {bare_us:.1f} | "
+                  f"{sync_us / bare_us:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
