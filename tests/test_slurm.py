@@ -166,6 +166,8 @@ def test_local_launcher_runs_the_array_tasks_it_is_given(tmp_path):
     assert [d.name.rsplit("_", 1)[1] for d in dirs] == ["0", "2"]
     assert all(d.name.startswith("local-") for d in dirs)
     assert [report(d)["configuration"]["protocol"]["delta"] for d in dirs] == [0.5, 8.0]
+    # the grace a stuck job gets is inside the 60 s lead of the time-limit signal (jobs/lib.sh)
+    assert {report(d)["configuration"]["options"]["stop_grace"] for d in dirs} == {45.0}
 
 
 def through_requeues(cluster, tmp_path, args, pace):

@@ -57,6 +57,9 @@ def pairs_of(u, vals, idx):
     return c
 
 
+_BLOCK = 8  # coordinates gather_pairs counts at once
+
+
 @njit(cache=True)
 def gather_pairs(v, scale, vals, idx):
     """One pass over a learner's v: the non-zeros of u = scale·v in increasing
@@ -87,9 +90,6 @@ def gather_pairs(v, scale, vals, idx):
                 idx[c] = j
                 c += 1
     return nnz, c
-
-
-_BLOCK = 8  # coordinates gather_pairs counts at once
 
 
 @njit(cache=True)
