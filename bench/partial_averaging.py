@@ -10,7 +10,7 @@ drift probability 0.0002 a round). T = 5,000 rounds, log loss, η = 1, λ = 0, n
 (the issue's learner). Every configuration of one seed learns from the same rows
 (``run_many``): static b=8, and the dynamic protocol (b = 8, the default mode's counts)
 at each Δ of --deltas with full syncs and with --partial θ for each θ of --thetas; each
-uncompressed and with --compress q8.
+uncompressed and with --compress q8 (--compress chooses).
 
 For each configuration: the median [min, max] over seeds of its online errors and bytes
 divided by static b=8's uncompressed on the same seed, its full syncs, and whether it is
@@ -35,9 +35,9 @@ THETAS = (1.0, 0.5)
 TOLERANCE = 1.01  # "at static b=8's error": within 1 %
 
 
-def configs(stream, deltas, thetas):
+def configs(deltas, thetas, compressions):
     out = []
-    for comp in ("none", "q8"):
+    for comp in compressions:
         out.append((f"static b=8 {comp}", {"name": "static", "period": 8}, comp))
         for d in deltas:
             out.append((f"Δ={d:g} full {comp}", {"name": "dynamic", "period": 8, "delta": d}, comp))
@@ -48,13 +48,13 @@ def configs(stream, deltas, thetas):
 
 
 def one_seed(task):
-    stream_name, k, seed, deltas, thetas = task
+    stream_name, k, seed, deltas, thetas, compressions = task
     from mpisgd.data.synthetic import STREAMS as KINDS
     from mpisgd.protocol import ProtocolConfig
     from mpisgd.simulator import Simulation, run_many
 
     stream = KINDS[stream_name](n_learners=k, seed=seed, **STREAMS[stream_name])
-    chosen = configs(stream_name, deltas, thetas)
+    chosen = configs(deltas, thetas, compressions)
     start = time.perf_counter()
     sims = [Simulation(k, stream.n_features, T, ProtocolConfig(**p), dict(LEARNER, compress=comp))
             for _name, p, comp in chosen]
@@ -105,6 +105,8 @@ def main():
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--deltas", type=float, nargs="*", default=None, help="Δ of the dynamic runs (default per stream)")
     p.add_argument("--thetas", type=float, nargs="*", default=THETAS, help="θ of the partial runs")
+    p.add_argument("--compress", nargs="+", default=("none", "q8"), choices=("none", "fp16", "q8"),
+                   help="the compressions to run each configuration with (none is the reference's)")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--json", default=None, help="append each seed's results here (JSON lines)")
     p.add_argument("--report", nargs="*", default=None, help="no runs: the tables of these JSON-lines files")
@@ -120,7 +122,7 @@ def main():
         report([per_seed[seed] for seed in sorted(per_seed)])
         return
     deltas = tuple(args.deltas) if args.deltas else DELTAS[args.stream]
-    tasks = [(args.stream, args.k, s, deltas, tuple(args.thetas))
+    tasks = [(args.stream, args.k, s, deltas, tuple(args.thetas), tuple(args.compress))
              for s in range(args.first_seed, args.first_seed + args.seeds)]
     per_seed = []
     with get_context("spawn").Pool(args.jobs) as pool:
