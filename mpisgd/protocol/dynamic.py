@@ -32,7 +32,8 @@ class Dynamic(Protocol):
         if hedge == AUTO:  # simulate reports the option; train the hedge it resolved to
             k = config.get("ranks") or report.get("k") or 0
             hedge = "half" if 0 < k <= HALF_HEDGE_LEARNERS else "counter"
-        return f"dynamic Δ={delta} b={p.get('period')}, {hedge} hedge" + sync_mode(report)
+        partial = f", partial θ={p['partial']:g}" if p.get("partial") else ""
+        return f"dynamic Δ={delta} b={p.get('period')}, {hedge} hedge{partial}" + sync_mode(report)
 
     @staticmethod
     def check(points, t, transport):
