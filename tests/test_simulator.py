@@ -581,3 +581,28 @@ def test_the_delayed_model_is_deterministic_and_named():
     np.testing.assert_array_equal(a["coef"], b["coef"])
     with pytest.raises(MpisgdError, match="async_delay"):
         Simulation(k, n, T, config, LEARNER, async_delay=-1)
+
+
+@pytest.mark.parametrize("args, delay", [(["--protocol", "dynamic"], None), (["--protocol", "dynamic",
+                                                                               "--async-delay", "2"], 2),
+                                         (["--protocol", "dynamic", "--mode", "sync"], 0),
+                                         (["--protocol", "static"], 0),
+                                         (["--protocol", "dynamic", "--mode", "sync", "--async-delay", "2"], "refused"),
+                                         (["--protocol", "static", "--async-delay", "0"], "refused")])
+def test_simulate_records_its_async_delay_and_refuses_one_that_means_nothing(args, delay, tmp_path, capsys):
+    """The default mode's delay: ASYNC_DELAY unless given, recorded in report.json;
+    given where nothing resolves late (sync mode, static), a usage error naming it."""
+    import json
+
+    from mpisgd.cli import main
+    from mpisgd.simulator import ASYNC_DELAY
+
+    out = tmp_path / "run"
+    code = main(["simulate", "--synthetic", "disjunction", "-k", "2", "--rounds", "20", "--features", "20",
+                 "--out", str(out), "--quiet", *args])
+    if delay == "refused":
+        assert code == 2 and "--async-delay" in capsys.readouterr().err and not out.exists()
+        return
+    assert code == 0
+    config = json.loads((out / "report.json").read_text())["configuration"]
+    assert config["async_delay"] == config["options"]["async_delay"] == (ASYNC_DELAY if delay is None else delay)

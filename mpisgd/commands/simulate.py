@@ -39,9 +39,9 @@ def add_arguments(parser):
     tuning(g.add_argument("--max-period", type=int, default=0,
                           help="variant (dynamic, simulator only): after a quiet check double the check period, "
                           "up to this many rounds; after violations go back to --period (0: off)"))
-    tuning(g.add_argument("--async-delay", type=nonnegative_int, default=ASYNC_DELAY, metavar="ROUNDS",
+    tuning(g.add_argument("--async-delay", type=nonnegative_int, default=None, metavar="ROUNDS",
                           help="default (async) mode: a resolution takes effect this many rounds after the check "
-                          f"that began it, the violators learning on meanwhile (default {ASYNC_DELAY}: train's "
+                          f"that began it, the violators learning on meanwhile (default {ASYNC_DELAY}, train's "
                           "default mode on the demo, docs/RUNNING.md; 0: the paper's instant resolution)"))
     g.add_argument("--network", choices=("shm", "10gbe", "ib100"), default=None,
                    help="also predict the run's wall time on this network from its exact message log "
@@ -62,13 +62,21 @@ def _configure(args):
     """(the protocol, the learner's options) from the arguments; a mistake in
     them is a UsageError."""
     from mpisgd.errors import MpisgdError, UsageError
+    from mpisgd.simulator import ASYNC_DELAY
 
     try:
         if args.synthetic and args.shards:
             raise MpisgdError("give either SHARD files or --synthetic, not both")
         if not args.synthetic and not args.shards:
             raise MpisgdError("no data: give SHARD files (mpisgd prep makes them) or --synthetic NAME")
-        return protocol_config(args), learner_args(args)
+        protocol = protocol_config(args)
+        delayed = protocol.asynchronous(2)  # the default mode's resolutions (not sync mode, not static, fda)
+        if args.async_delay is None:
+            args.async_delay = ASYNC_DELAY if delayed else 0
+        elif not delayed:
+            raise MpisgdError(f"--async-delay {args.async_delay}: only the dynamic protocol's default (async) mode "
+                              "resolves late")
+        return protocol, learner_args(args)
     except MpisgdError as exc:
         raise UsageError(str(exc)) from None
 

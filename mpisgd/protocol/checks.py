@@ -78,13 +78,14 @@ class CheckPoints:
 class DelayedCheckPoints(CheckPoints):
     """The simulator's model of the default mode (``--mode async``) of the
     dynamic protocol: a resolution takes effect ``delay`` rounds after the
-    check that began it (``arrive``, between check points), as ``train``'s does once its messages have travelled
+    check that began it, as ``train``'s does once its messages have travelled
     and the ranks have polled (``mpisgd.protocol.AsyncCoordinator``); it is
     deterministic, the same seed giving the same run. Other protocols are
     checked as by ``CheckPoints``.
 
-    At a check point t, first the open resolution, if due (begun at
-    t₀ ≤ t − delay), is settled: rank 0 resolves it with the violators' models
+    At a check point t (or, ``arrive``, after a round t between check
+    points), first the open resolution, if due (begun at t₀ ≤ t − delay), is
+    settled: rank 0 resolves it with the violators' models
     as they sent them and the other members' current models, and the
     violators keep the steps they made since they sent (docs/ALGORITHMS.md
     §4), as a late result is taken in ``train``. Then every learner checks,
