@@ -150,7 +150,7 @@ class ProtocolConfig:
     delta_scale: float = None  # c of the auto rule (auto_delta; None: the rule's own, DELTA_SCALE or RDA_DELTA_SCALE)
     pilot_rounds: int = PILOT_ROUNDS  # P: with delta AUTO, rounds 1..P are unchecked and measure G
     budget: float = None  # F: Δ steered at each full sync toward F times static b=8's bytes (None: off)
-    partial: float = None  # θ: a full sync averages only what leaves each ‖w_l − r‖² ≤ θΔ (None: off; §4.7)
+    partial: float = None  # θ: a full sync averages only what leaves each ‖w_l − r‖² ≤ θΔ (None: off)
     hedge: str = AUTO  # counter: v ≥ k forces a full sync; half: B doubles until |B| ≥ k/2; AUTO: hedge_of
     delta_decay: bool = False  # Δ_t = Δ0 / √t
     augmentation: str = "random-one"

@@ -12,9 +12,9 @@ class Dynamic(Protocol):
     """Resolve local violations; the violation counter or the half hedge."""
 
     name = "dynamic"
-    parameters = ("period", "delta", "delta_scale", "pilot_rounds", "budget", "partial", "hedge", "delta_decay", "augmentation",
-                  "counter_counts", "counter_reset", "counter_limit", "burst_fraction", "seed", "pace", "node_size",
-                  "node_period")
+    parameters = ("period", "delta", "delta_scale", "pilot_rounds", "budget", "partial", "hedge", "delta_decay",
+                  "augmentation", "counter_counts", "counter_reset", "counter_limit", "burst_fraction", "seed", "pace",
+                  "node_size", "node_period")
     silent = False
     checks = True
     resolving = True
