@@ -168,7 +168,7 @@ class OnlineLearners:
         """Rows in order: predict with learner owner[i], charge, then learn."""
         y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
         status, row, _, _ = online.learn_rows(*self._rows(indptr, indices, data, y, owner), *_NO_CHECKS,
-                                              *self._state(), self.R, self.r_bias, self._dist)
+                                              *self._state(), self.R, self.r_bias)
         self._raise_on(status, row, y, owner)
 
     def learn_until_violation(self, indptr, indices, data, y, owner, check_end, threshold):
@@ -181,7 +181,7 @@ class OnlineLearners:
         check_end = np.asarray(check_end, dtype=np.int64)
         status, row, checks, violated = online.learn_rows(
             *self._rows(indptr, indices, data, y, owner), check_end, np.full(check_end.shape, threshold, np.float64),
-            *self._state(), self.R, self.r_bias, self._dist,
+            *self._state(), self.R, self.r_bias,
         )  # fmt: skip
         self._raise_on(status, row, y, owner)
         return int(checks), bool(violated)

@@ -193,7 +193,7 @@ def learn_rows(
     A, U, alpha_sum, s_sum, bias_sum, n_avg,
     r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness, rda_gamma, rda_l1,
     fit_intercept, regularize_bias, average, classification, ties_are_errors,
-    loss_sum, errors, examples, Xi, PX, R, r_bias, dist,
+    loss_sum, errors, examples, Xi, PX, R, r_bias,
 ):  # fmt: skip
     """Predict, charge, then learn from each row i with learner owner[i];
     after the first check_end[c] rows (ascending), check c: every learner's
@@ -211,13 +211,18 @@ def learn_rows(
     """
     k, n = V.shape
     J = Xi.shape[0]
+    m = y.shape[0]
     made = 0  # the checks made
     n_checks = check_end.shape[0]
-    for i in range(y.shape[0]):
-        if made < n_checks and check_end[made] == i:  # (a test per row: the checks' call only where one is due)
-            made, violated = checks_after(i, made, check_end, threshold, alpha, s, P, Q, bias, R, r_bias, dist)
-            if violated:
-                return OK, -1, made, True
+    for i in range(m + 1):
+        while made < n_checks and check_end[made] == i:  # the checks due after i rows, in this loop's body:
+            made += 1  # a call here, with its arrays, would cost a quiet row more than its check
+            if threshold[made - 1] < math.inf:
+                for l in range(k):
+                    if distance(alpha[l], s[l], P[l], Q[l], bias[l], R, r_bias) > threshold[made - 1]:
+                        return OK, -1, made, True
+        if i == m:
+            break
         l = owner[i]
         if l < 0 or l >= k:
             return BAD_OWNER, i, made, False
@@ -322,23 +327,7 @@ def learn_rows(
             s[l] = 1.0
             exact_pq(l, V, r, P, Q)
             exact_px(l, V, Xi, PX)
-    made, violated = checks_after(y.shape[0], made, check_end, threshold, alpha, s, P, Q, bias, R, r_bias, dist)
-    return OK, -1, made, violated
-
-
-@njit(cache=True)
-def checks_after(rows, made, check_end, threshold, alpha, s, P, Q, bias, R, r_bias, dist):
-    """``learn_rows``' checks due once ``rows`` rows are learned, the first
-    ``made`` of them made already. Returns (checks made, whether the last of
-    them found a violator)."""
-    while made < check_end.shape[0] and check_end[made] == rows:
-        made += 1
-        if threshold[made - 1] < math.inf:
-            distances(alpha, s, P, Q, bias, R, r_bias, dist)
-            for l in range(dist.shape[0]):
-                if dist[l] > threshold[made - 1]:
-                    return made, True
-    return made, False
+    return OK, -1, made, False
 
 
 @njit(cache=True, inline="always")
@@ -363,13 +352,19 @@ def pa_tau(rule, hinge, xx, C):
     return hinge / xx
 
 
+@njit(cache=True, inline="always")
+def distance(alpha, s, P, Q, bias, R, r_bias):
+    """‖w − r‖² of one learner from its scalars: (α − 1)²R + 2(α − 1)·s·P + s²·Q + (b − r_b)²."""
+    a1 = alpha - 1.0
+    db = bias - r_bias
+    return a1 * a1 * R + 2.0 * a1 * s * P + s * s * Q + db * db
+
+
 @njit(cache=True)
 def distances(alpha, s, P, Q, bias, R, r_bias, out):
     """out_l = ‖w_l − r‖², in O(1) per learner."""
     for l in range(alpha.shape[0]):
-        a1 = alpha[l] - 1.0
-        db = bias[l] - r_bias
-        out[l] = a1 * a1 * R + 2.0 * a1 * s[l] * P[l] + s[l] * s[l] * Q[l] + db * db
+        out[l] = distance(alpha[l], s[l], P[l], Q[l], bias[l], R, r_bias)
 
 
 @njit(cache=True)
@@ -379,6 +374,6 @@ def summaries(alpha, s, P, Q, bias, R, r_bias, PX, RX, Xi, out):
     for l in range(alpha.shape[0]):
         a1 = alpha[l] - 1.0
         db = bias[l] - r_bias
-        out[l, 0] = a1 * a1 * R + 2.0 * a1 * s[l] * P[l] + s[l] * s[l] * Q[l] + db * db
+        out[l, 0] = distance(alpha[l], s[l], P[l], Q[l], bias[l], R, r_bias)
         for q in range(Xi.shape[0]):
             out[l, 1 + q] = a1 * RX[q] + s[l] * PX[l, q] + db * Xi[q, n]  # ⟨(α − 1)r + s·v, ξ_w⟩ + (b − r_b)ξ_b
