@@ -60,6 +60,15 @@ OK, BAD_LABEL, BAD_FEATURE, BAD_OWNER, DIVERGED, BAD_INDEX = 0, 1, 2, 3, 4, 5
 # Bottou's svmsgd, whose bound keeps v, and so U, within 1e5 of w.
 S_MIN = 1e-5
 
+# learn_rows takes the learners' per-learner scalars packed, so that a call passes a handful of
+# arrays (numba's dispatch costs about 50 ns an argument): one row of F (float64, (len(FLOATS), k))
+# and of I (int64, (len(COUNTS), k)) each, and the options as two vectors, in these orders.
+FLOATS = ("alpha", "s", "bias", "P", "Q", "alpha_sum", "s_sum", "bias_sum", "loss_sum")
+COUNTS = ("steps", "n_avg", "errors", "examples")
+CODES = ("loss", "schedule", "rule", "fit_intercept", "regularize_bias", "average", "classification",
+         "ties_are_errors")  # int64: a code or a flag (0/1)
+VALUES = ("loss_param", "eta0", "lam", "t0", "power", "aggressiveness", "gamma", "l1")  # float64
+
 
 @njit(cache=True)
 def flush_average(l, alpha_sum, s_sum, V, U, A, r):
@@ -187,14 +196,8 @@ def mean_model(alpha, s, V, bias, out):
 
 
 @njit(cache=True, nogil=True)  # lets the reader thread read ahead meanwhile
-def learn_rows(
-    indptr, indices, data, y, owner, check_end, threshold,
-    alpha, s, V, bias, P, Q, steps,
-    A, U, alpha_sum, s_sum, bias_sum, n_avg,
-    r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness, rda_gamma, rda_l1,
-    fit_intercept, regularize_bias, average, classification, ties_are_errors,
-    loss_sum, errors, examples, Xi, PX, R, r_bias,
-):  # fmt: skip
+def learn_rows(indptr, indices, data, y, owner, check_end, threshold, F, I, V, A, U, r, Xi, PX, R, r_bias, codes,
+               values):
     """Predict, charge, then learn from each row i with learner owner[i];
     after the first check_end[c] rows (ascending), check c: every learner's
     ‖w_l − r‖² ≤ threshold[c] (+inf: no check), stopping right after the
@@ -208,7 +211,17 @@ def learn_rows(
     prediction or update that is not finite), nothing from that row on
     processed; the checks made, and whether the last of them found a
     violator (if not, every row was learned).
+
+    The learners' scalars are the rows of F and I, the options codes and
+    values, in the orders FLOATS, COUNTS, CODES and VALUES.
     """
+    alpha, s, bias, P, Q, alpha_sum, s_sum, bias_sum, loss_sum = F[0], F[1], F[2], F[3], F[4], F[5], F[6], F[7], F[8]
+    steps, n_avg, errors, examples = I[0], I[1], I[2], I[3]
+    loss_code, schedule, rule = codes[0], codes[1], codes[2]
+    fit_intercept, regularize_bias, average = codes[3] != 0, codes[4] != 0, codes[5] != 0
+    classification, ties_are_errors = codes[6] != 0, codes[7] != 0
+    loss_param, eta0, lam, t0, power = values[0], values[1], values[2], values[3], values[4]
+    aggressiveness, rda_gamma, rda_l1 = values[5], values[6], values[7]
     k, n = V.shape
     J = Xi.shape[0]
     m = y.shape[0]
