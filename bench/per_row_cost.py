@@ -19,7 +19,9 @@ CPU time is ``time.process_time`` of each rank around its training loop (``Run._
 ``Run._run_sync``: no start-up, no final sync), of which "waiting" is the part inside ``Run._wait``
 and ``Run._quiesce`` (a rank spinning, yielding its core, until the others reach a pacing barrier
 or the run's end). Each figure is the median over ``--repeats`` runs in this launch (the protocols
-alternate), then the largest over ranks.
+alternate), then the largest over ranks. A second table times the learning calls alone on rank 0,
+before the runs: one call for all its rows without checks (as ``none`` learns), and a call per 256
+rows with a check after every row at Δ = 1e12 (as the default mode learns).
 """
 
 import argparse
@@ -30,6 +32,7 @@ from mpi4py import MPI
 
 from mpisgd.data.rows import ArraySource, StreamSource
 from mpisgd.data.synthetic import RCV1Stream
+from mpisgd.learners import OnlineLearners
 from mpisgd.protocol import ProtocolConfig
 from mpisgd.runner import Run, RunConfig, _one_blas_thread
 
@@ -70,6 +73,30 @@ class Clock:
         return self.loop, self.waiting
 
 
+def learning_calls(rows, n_features, repeats, block=256):
+    """CPU µs per row of the learning calls alone, as ``none`` makes them (one call, no checks) and as
+    the default mode does (a call per ``block`` rows, a check after every row): medians over repeats."""
+    indptr, indices, data, y = rows
+    m = len(y)
+    owner = np.zeros(m, dtype=np.int64)
+    blocks = [(lo, min(m, lo + block)) for lo in range(0, m, block)]
+    pieces = [(indptr[lo : hi + 1] - indptr[lo], indices[indptr[lo] : indptr[hi]], data[indptr[lo] : indptr[hi]],
+               y[lo:hi], owner[: hi - lo], np.arange(1, hi - lo + 1)) for lo, hi in blocks]
+    times = {"one call, no checks": [], f"a call per {block} rows, a check every row": []}
+    for _ in range(repeats):
+        learners = OnlineLearners(1, n_features, **LEARNER)
+        learners.warm_up()
+        start = time.process_time()
+        learners.learn(indptr, indices, data, y, owner)
+        times["one call, no checks"].append(time.process_time() - start)
+        learners = OnlineLearners(1, n_features, **LEARNER)
+        start = time.process_time()
+        for ip, ix, d, yy, o, checks in pieces:
+            learners.learn_until_violation(ip, ix, d, yy, o, checks, 1e12)
+        times[f"a call per {block} rows, a check every row"].append(time.process_time() - start)
+    return {name: 1e6 * np.median(t) / m for name, t in times.items()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=20000, help="rounds (rows per rank) of each run")
@@ -80,6 +107,7 @@ def main():
     rows = stream.rows(0, args.rounds, [comm.rank])
     sources = {"generated": lambda: StreamSource(stream, comm.rank, args.rounds),
                "in memory": lambda: ArraySource(*rows, stream.n_features)}
+    calls = learning_calls(rows, stream.n_features, args.repeats) if comm.rank == 0 else None
     clock = Clock()
     times = {(s, p): [] for s in sources for p in PROTOCOLS}
     with _one_blas_thread():  # as in an MPI rank
@@ -107,6 +135,13 @@ def main():
                 none = none or (cpu, working)
                 print(f"| {source} | {protocol} | {cpu:.4f} | {waiting:.4f} | {1e6 * cpu / args.rounds:.3f} | "
                       f"{cpu / none[0]:.2f} | {working / none[1]:.2f} |")
+        print(f"\nThe learning calls alone (OnlineLearners, rank 0's rows in memory, before the runs), CPU µs per row "
+              f"(median of {args.repeats})\n")
+        print("| calls | µs per row | ratio |")
+        print("|---|---|---|")
+        first = next(iter(calls.values()))
+        for name, us in calls.items():
+            print(f"| {name} | {us:.3f} | {us / first:.2f} |")
 
 
 if __name__ == "__main__":
