@@ -62,6 +62,7 @@ import numpy as np
 
 from mpisgd.atomic import atomic_path
 from mpisgd.errors import MpisgdError
+from mpisgd.metrics import Timeline
 from mpisgd.watchdog import STOP_SIGNALS, arm
 
 FORMAT_VERSION = 6  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
@@ -538,7 +539,7 @@ def restore(run, T):
         run.checkpoints.restore(check_t, count, violators, models)
     for name in ("sent_messages", "sent_bytes", "recv_messages", "recv_bytes"):
         getattr(c, name)[...] = arrays[f"comm/{name}"]
-    run.timeline.rows = [(int(r[0]), int(r[1]), float(r[2]), *(int(v) for v in r[3:])) for r in arrays["timeline"]]
+    run.timeline.rows = Timeline.from_array(arrays["timeline"]).rows
     times = json.loads(attrs["times"])
     run.compute_seconds, c.seconds, run.waiting_seconds = times["compute"], times["communication"], times["waiting"]
     run.times_before = {k: times[k] for k in run.times_before}
