@@ -342,15 +342,18 @@ def timelines(paths, out, names=None):
         report = os.path.join(os.path.dirname(os.path.abspath(p)), "report.json")
         reports.append(json.load(open(report, encoding="utf-8")) if os.path.exists(report) else None)
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7.5, 6.6), sharex=True)
+    sent = []
     for i, (p, report) in enumerate(zip(paths, reports)):
         data = np.atleast_1d(np.genfromtxt(p, delimiter=",", names=True))
         name = run_label(report) if report else (names[i] if names else p)
         ax.plot(data["round"], data["errors"], label=name, lw=1.2, color=f"C{i}")
-        sent = data["bytes_total"] > 0
-        ax2.plot(data["round"][sent], data["bytes_total"][sent], label=name, lw=1.2, color=f"C{i}")
+        keep = data["bytes_total"] > 0
+        ax2.plot(data["round"][keep], data["bytes_total"][keep], label=name, lw=1.2, color=f"C{i}")
+        sent.extend(data["bytes_total"][keep])
     ax.set_ylabel("cumulative online errors")
     ax2.set_ylabel("bytes sent so far (log)")
-    ax2.set_yscale("log")
+    if sent:
+        _log_axis(ax2.yaxis, sent, _bytes)
     ax2.set_xlabel("round")
     ax.legend(fontsize=7)
     known = [r for r in reports if r]
