@@ -65,6 +65,12 @@ class Timeline:
         nbytes = [int(bytes_by_category.get(c, 0)) for c in CATEGORIES]
         self.rows.append((int(round), int(cumulative_errors), float(cumulative_loss), sum(nbytes), *nbytes))
 
+    def state_dict(self):
+        return {"rows": self.as_array()}
+
+    def load_state_dict(self, state):
+        self.rows = [(int(r[0]), int(r[1]), float(r[2]), *(int(v) for v in r[3:])) for r in state["rows"]]
+
     def as_array(self):
         """float64 (rows, len(COLUMNS)), for gathering over ranks."""
         return np.array(self.rows, dtype=np.float64).reshape(len(self.rows), len(self.COLUMNS))

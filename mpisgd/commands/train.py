@@ -237,7 +237,7 @@ def _run(args):
 
         from mpisgd import checkpoint
 
-        fingerprint = checkpoint.fingerprint(config, size, data)
+        fingerprint = checkpoint.fingerprint(config, data)
         if args.checkpoint_every or args.checkpoint_seconds:
             grace = checkpoint.STOP_GRACE if args.stop_grace is None else args.stop_grace
             checkpointer = checkpoint.Checkpointer(comm, os.path.join(args.out, checkpoint.SUBDIR),
@@ -247,6 +247,7 @@ def _run(args):
                         extra={"data": data, "argv": sys.argv[1:], "options": recorded(args),
                                "eta0_calibration": calibration},
                         checkpointer=checkpointer, resume=args.resume, fingerprint=fingerprint,
+                        streams=lambda k, l: _sources(args, k, l, central),
                         complete=lambda model, report: rundir.complete_train_run(model, report, preprocessing,
                                                                                  args.test))
     if rank == 0 and not args.quiet:
