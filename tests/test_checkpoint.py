@@ -569,3 +569,18 @@ def test_a_stop_grace_that_is_not_a_positive_number_of_seconds_is_refused(tmp_pa
     text = refused(tmp_path / "bad", *SYNTHETIC, *PROTOCOL, "--checkpoint-every", 100, "--stop-grace", grace)
     assert f"--stop-grace must be a number of seconds > 0, got {float(grace)}" in text, text
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_fresh_run_into_the_out_of_an_unfinished_run_keeps_its_checkpoints(tmp_path, reference):
+    """Checkpoints and no report.json (a run killed or stopped): a run without
+    --resume is refused before it learns (its checkpoints would prune them);
+    --overwrite starts afresh, saying that it removes them."""
+    src = copy_checkpoints(reference, tmp_path)
+    text = refused(src, *SYNTHETIC, *PROTOCOL)
+    assert (f"--out {src} holds the checkpoints of an earlier run (newest {src / 'checkpoints' / 'round-500'}), "
+            f"which this run's would replace: pass --resume {src} to go on from them") in text, text
+    assert rounds_in(src) == [400, 500]
+    text = ok(src, *SYNTHETIC, *PROTOCOL, "--overwrite", "--checkpoint-every", 250)
+    assert f"removing the checkpoints of an earlier run in {src / 'checkpoints'}" in text, text
+    assert rounds_in(src) == [250, 500]
+    assert_same_run(reference / "plain", src)

@@ -214,7 +214,7 @@ def _run(args):
         except MpisgdError as exc:  # rank 0's error, on every rank: printed once
             raise UsageError(str(exc)) from None
     if rank == 0:
-        preprocessing = rundir.start_train_run(args.out, args.overwrite or args.resume, args.shards, args.test)
+        preprocessing = rundir.start_train_run(args.out, args.overwrite, args.resume, args.shards, args.test)
     source = _sources(args, size, rank, central)
     calibration = None
     if config.learner["eta0"] is None:  # rank 0 calibrates γ0 on its first rows, every rank takes it
