@@ -584,3 +584,47 @@ def test_a_fresh_run_into_the_out_of_an_unfinished_run_keeps_its_checkpoints(tmp
     assert f"removing the checkpoints of an earlier run in {src / 'checkpoints'}" in text, text
     assert rounds_in(src) == [250, 500]
     assert_same_run(reference / "plain", src)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7])
+def test_the_rows_left_are_dealt_once_each_and_served_from_the_resumed_round(size):
+    """``rows_left`` and ``deal`` (the rows of 3 streams after 4, 0 and 9 of
+    them, one stream done) against a NumPy twin: the dealt parts, in rank
+    order, are exactly the rows left; each rank's ``DealtSource`` serves its
+    rows, in order, as rounds t, t + 1, ... of the resumed run, also after a
+    ``seek`` (a resume of the dealt run)."""
+    from mpisgd.data.partition import deal, rows_left
+    from mpisgd.data.rows import ArraySource, DealtSource
+
+    rows = {0: 10, 1: 7, 2: 9}  # stream -> its rows; row r of stream s has label 100 s + r
+    done = {0: 4, 1: 0, 2: 9}
+    left = [p for s in rows for p in rows_left([(s, 0, rows[s])], done[s])]
+    want = [(s, r) for s in rows for r in range(done[s], rows[s])]  # the twin: every row not learned, in order
+    dealt = deal(left, size)
+    got = [(s, r) for parts in dealt for s, a, b in parts for r in range(a, b)]
+    assert got == want
+    sizes = [sum(b - a for _s, a, b in parts) for parts in dealt]
+    assert max(sizes) - min(sizes) <= 1
+
+    def stream(s):
+        n = rows[s]
+        return ArraySource(np.arange(n + 1), np.zeros(n, np.int32), np.ones(n), 100.0 * s + np.arange(n), 1)
+
+    t = 12
+    served = []
+    for parts in dealt:
+        source = DealtSource([(stream(s), a, b) for s, a, b in parts], t, 1)
+        assert source.rounds == t + len(source_rows := [100 * s + r for s, a, b in parts for r in range(a, b)])
+        assert source.rows_until(t) == 0 and source.rows_until(t + 2) == min(2, len(source_rows))
+        labels = []
+        while (piece := source.take(3)) is not None:
+            labels += piece[3].tolist()
+        assert labels == source_rows
+        served += labels
+        again = DealtSource([(stream(s), a, b) for s, a, b in parts], t, 1)
+        again.seek(t + 2)
+        rest = []
+        while (piece := again.take(100)) is not None:
+            rest += piece[3].tolist()
+        assert rest == source_rows[2:]
+    assert served == [100 * s + r for s, r in want]
