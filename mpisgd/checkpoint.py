@@ -1,6 +1,6 @@
-"""Checkpoints of ``mpisgd train``: the format, what a rank's file holds
-(``state``, ``restore``), atomic writes, finding the newest complete
-checkpoint, and refusing a foreign one.
+"""Checkpoints of ``mpisgd train``: the format, atomic writes, finding the
+newest complete checkpoint, refusing a foreign one, and resuming
+(``restore``), on as many ranks or on another number (``elastic``).
 
 Layout (docs/RUNNING.md, "Checkpoint and resume"):
 
@@ -12,11 +12,13 @@ Layout (docs/RUNNING.md, "Checkpoint and resume"):
 
 A checkpoint is taken at the end of a round t, after its protocol step and
 timeline row, when nothing is in flight, so that a rank's state is what its
-``Run`` holds (``state``). In sync mode every rank is at round t anyway; in
+``Run`` holds (``Run.state_dict``: each stateful object's ``state_dict()``,
+by owner). In sync mode every rank is at round t anyway; in
 async mode the ranks first make a consistent cut at an agreed round t
 (``Run._cut``: every rank learns up to t, rank 0 resolves or drops every
-violation sent until then and every result is taken). A rank file holds named
-float/int arrays (``/``-separated groups) and scalar or JSON attributes.
+violation sent until then and every result is taken). A rank file holds each
+owner's arrays as datasets ``owner/name`` and its other values as JSON
+attributes ``owner.name`` (``_flatten``).
 Only the newest ``KEEP`` complete checkpoints are kept.
 
 Graceful stop: while a ``Checkpointer`` exists, SIGTERM (what a scheduler
@@ -587,11 +589,11 @@ def elastic(states, size, rank, learners):
     own = states[rank % k]
     summed = [s for l, s in enumerate(states) if l % size == rank]
     new = {owner: dict(values) for owner, values in own.items()}
-    new["learners"] = dict(own["learners"])
     for name in ("loss_sum", "errors", "examples"):
         new["learners"][name] = sum((s["learners"][name] for s in summed), np.zeros_like(own["learners"][name]))
-    new["comm"] = {**own["comm"], **{name: sum((s["comm"][name] for s in summed), np.zeros_like(own["comm"][name]))
-                                     for name in ("sent_messages", "sent_bytes", "recv_messages", "recv_bytes")}}
+    for name, value in own["comm"].items():  # the counters (arrays); its seconds stay this rank's
+        if isinstance(value, np.ndarray):
+            new["comm"][name] = sum((s["comm"][name] for s in summed), np.zeros_like(value))
     rows = own["timeline"]["rows"]
     timeline = sum((s["timeline"]["rows"] for s in summed), np.zeros_like(rows))
     timeline[:, 0] = rows[:, 0]

@@ -217,15 +217,18 @@ def elastic_data(tmp_path_factory):
     return base, args
 
 
-@pytest.mark.parametrize("before, after", [(3, 2), (2, 3)])
-def test_a_checkpoint_of_k_ranks_resumes_on_another_number(tmp_path, elastic_data, before, after):
+@pytest.mark.parametrize("before, after, mode", [(3, 2, "sync"), (2, 3, "sync"), (3, 2, "async")])
+def test_a_checkpoint_of_k_ranks_resumes_on_another_number(tmp_path, elastic_data, before, after, mode):
     """Elastic resume: a run checkpointed on ``before`` ranks halfway, resumed
     on ``after``: every row of the 6 shards is learned once (the examples
     counted), T is the checkpoint's round plus the longest share of the rows
     left, and the online error is within 2 percentage points (absolute) of
-    the uninterrupted 3-rank run's. Checkpointed again on ``after`` ranks
-    and resumed on as many, it ends as the elastic run did, bit for bit."""
+    the uninterrupted 3-rank run's (sync mode). Sync mode: checkpointed
+    again on ``after`` ranks and resumed on as many, it ends as the elastic
+    run did, bit for bit. Async mode (a cut, then the rows dealt again):
+    every message counted on both sides."""
     base, args = elastic_data
+    args = [*args, "--mode", mode]
     rows = 6 * ELASTIC_ROWS
     T = rows // before
     first = tmp_path / "first"
@@ -245,6 +248,8 @@ def test_a_checkpoint_of_k_ranks_resumes_on_another_number(tmp_path, elastic_dat
         for category in report["per_rank"][0]["communication"]["sent"]:
             assert sum(s["communication"]["sent"][category][side] for s in report["per_rank"]) == \
                 sum(s["communication"]["received"][category][side] for s in report["per_rank"]), (category, side)
+    if mode == "async":
+        return
     again = tmp_path / "again"
     shutil.copytree(out / "checkpoints", again / "checkpoints")
     ok(again, *args, "--resume", again, n=after)
