@@ -208,10 +208,11 @@ ELASTIC_ROWS = 1000  # rows of each of 6 shards
 @pytest.fixture(scope="module")
 def elastic_data(tmp_path_factory):
     """6 shards (3 ranks stream 2 each, 2 ranks 3 each) and the uninterrupted 3-rank run on them."""
-    from mpisgd.data.synthetic import DisjunctionStream, write_learner_shards
+    from mpisgd.data.synthetic import NeuralNetStream, write_learner_shards
 
     base = tmp_path_factory.mktemp("elastic")
-    paths = write_learner_shards(DisjunctionStream(n_features=40, n_learners=6, seed=11), ELASTIC_ROWS, base / "data")
+    # label noise: every part of the run makes errors, the rows after the resume too
+    paths = write_learner_shards(NeuralNetStream(n_features=40, n_learners=6, seed=11), ELASTIC_ROWS, base / "data")
     args = [*paths, "--block-rows", 64, *PROTOCOL]
     ok(base / "plain", *args)
     return base, args
@@ -222,8 +223,8 @@ def test_a_checkpoint_of_k_ranks_resumes_on_another_number(tmp_path, elastic_dat
     """Elastic resume: a run checkpointed on ``before`` ranks halfway, resumed
     on ``after``: every row of the 6 shards is learned once (the examples
     counted), T is the checkpoint's round plus the longest share of the rows
-    left, and the online error is within 2 percentage points (absolute) of
-    the uninterrupted 3-rank run's (sync mode). Sync mode: checkpointed
+    left, and the online error is within 2 percentage points of the
+    uninterrupted 3-rank run's and not 2 % worse. Sync mode: checkpointed
     again on ``after`` ranks and resumed on as many, it ends as the elastic
     run did, bit for bit. Async mode (a cut, then the rows dealt again):
     every message counted on both sides."""
@@ -241,9 +242,19 @@ def test_a_checkpoint_of_k_ranks_resumes_on_another_number(tmp_path, elastic_dat
     assert report["online"]["examples"] == rows  # every row learned once
     assert report["configuration"]["rounds"] == T // 2 + -(-(rows - before * (T // 2)) // after)
     plain = json.loads((base / "plain" / "report.json").read_text())
-    print(f"online error: {before} -> {after} ranks {report['online']['error_rate']:.4f}, "
-          f"uninterrupted 3 ranks {plain['online']['error_rate']:.4f}")
+
+    def after_half(out, t):  # the online error on the rows after the first 3000 (round t)
+        rows = {int(r.split(",")[0]): int(r.split(",")[1]) for r in (out / "timeline.csv").read_text().split()[1:]}
+        return (rows[max(rows)] - rows[t]) / (rows_total - 3000)
+
+    rows_total = rows
+    print(f"online error: {before} -> {after} ranks {report['online']['error_rate']:.4f} "
+          f"({after_half(out, T // 2):.4f} after the resume), uninterrupted 3 ranks "
+          f"{plain['online']['error_rate']:.4f} ({after_half(base / 'plain', 1000):.4f} after round 1000)")
+    # within 2 percentage points, and not 2 % (relative) worse: a 2 -> 3 run's first half runs on 2 ranks,
+    # whose online error is lower than 3 ranks' (measured 0.1530 against 0.1588: 3.7 % lower)
     assert abs(report["online"]["error_rate"] - plain["online"]["error_rate"]) <= 0.02
+    assert report["online"]["error_rate"] <= 1.02 * plain["online"]["error_rate"]
     for side in ("messages", "bytes"):  # every message counted by its sender and its receiver, before and after
         for category in report["per_rank"][0]["communication"]["sent"]:
             assert sum(s["communication"]["sent"][category][side] for s in report["per_rank"]) == \
