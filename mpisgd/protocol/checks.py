@@ -74,7 +74,8 @@ class CheckPoints:
         state = {"pending": np.array([t, count], dtype=np.int64)}
         if violators is not None:  # rank 0, where violations carry models
             state["violators"] = np.asarray(violators, dtype=np.int64)
-            state["models"] = np.asarray(models, dtype=np.float64).reshape(len(violators), -1)
+            state["models"] = np.asarray(models, dtype=np.float64).reshape(len(violators), -1) if violators \
+                else np.zeros((0, 0))
         return state
 
     def load_state_dict(self, state):
