@@ -43,8 +43,10 @@ report.json and timeline.csv when given an output directory.
 A run can checkpoint at the end of a round (``mpisgd.checkpoint``) and
 resume from one: the learners' state, the stream position, the counters and
 timers, the timeline, (sync mode) the agreed check awaiting its resolution
-and, on rank 0, the coordinator's counter, statistics and random generator.
-In sync mode the resumed run ends exactly as the uninterrupted one. In async
+and, on rank 0, the coordinator's counter, statistics and random generator
+(``Run.state_dict``, each object's own ``state_dict``). In sync mode the
+resumed run ends exactly as the uninterrupted one. On another number of
+ranks the rows left are dealt again (``checkpoint.elastic``). In async
 mode the ranks first make a consistent cut at one round (``_cut``): every
 rank learns up to it, stops there, and rank 0 resolves or drops every
 violation sent until then (``_quiesce``, as at the end of the run); rounds of
