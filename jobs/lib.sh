@@ -19,7 +19,25 @@ PY=$MPISGD_VENV/bin/python
 # One numba (and BLAS) thread per rank: the ranks are the parallelism.
 export NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1
 
-NTASKS=${SLURM_NTASKS:-1}
+# The tasks of this allocation: SLURM_TASKS_PER_NODE (such as "4(x2),3") is
+# set afresh at every start of the job, while SLURM_NTASKS keeps the count
+# given at submission across a requeue (a job requeued onto fewer tasks, or
+# submitted with --nodes=MIN-MAX --ntasks-per-node=C, gets what is free).
+tasks_of() {
+    local total=0 part n x parts
+    IFS=, read -ra parts <<<"$1"
+    for part in "${parts[@]}"; do
+        n=${part%%(*} x=1
+        [[ $part == *"(x"* ]] && { x=${part#*(x}; x=${x%)}; }
+        total=$((total + n * x))
+    done
+    echo "$total"
+}
+if [ -n "${SLURM_TASKS_PER_NODE:-}" ]; then
+    NTASKS=$(tasks_of "$SLURM_TASKS_PER_NODE")
+else
+    NTASKS=${SLURM_NTASKS:-1}
+fi
 if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
     JOB_TAG=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
 else
