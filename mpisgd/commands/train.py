@@ -62,7 +62,8 @@ def add_arguments(parser):
                         "--poll-rows rounds (default 0: off)")
     g.add_argument("--resume", metavar="DIR", default=None,
                    help="go on from the newest intact checkpoint in DIR (a run's --out, its "
-                        "checkpoints/ or one round-<t>/ directory); the configuration must be the same")
+                        "checkpoints/ or one round-<t>/ directory); the configuration must be the same, the "
+                        "number of ranks may differ (the rows left are dealt again)")
     tuning(g.add_argument("--stop-grace", type=float, default=None, metavar="S",
                           help="with checkpoints, after SIGTERM: end at once, without a checkpoint, if the run "
                           "has not stopped within S seconds (a rank stuck or gone; default 120)"))
