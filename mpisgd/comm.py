@@ -40,6 +40,9 @@ from mpisgd.wire import (BALANCED, COMMAND, CUT, DIST, DISTANCE, DONE, END, EPOC
 _CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
 
 
+_COUNTERS = ("sent_messages", "sent_bytes", "recv_messages", "recv_bytes")  # CountingComm's
+
+
 class CountingComm:
     """A communicator that counts what it moves, by category.
 
@@ -64,6 +67,15 @@ class CountingComm:
             self.recv_messages = np.zeros(n, dtype=np.int64)
             self.recv_bytes = np.zeros(n, dtype=np.int64)
         self.seconds = 0.0
+
+    def state_dict(self):
+        """The counters and the seconds (a checkpoint)."""
+        return {**{name: getattr(self, name).copy() for name in _COUNTERS}, "seconds": self.seconds}
+
+    def load_state_dict(self, state):
+        for name in _COUNTERS:
+            getattr(self, name)[...] = state[name]
+        self.seconds = float(state["seconds"])
 
     def _sent(self, category, buf):
         c = _CAT[category]
@@ -337,6 +349,18 @@ class MPITransport:
         for request, _buf in self._sends:
             self.comm.wait(request)
         self._sends = []
+
+    def state_dict(self):
+        """What a later result depends on (a checkpoint, nothing in flight):
+        the model this learner last sent (empty: none), the results it took
+        and, on rank 0, the results sent to each rank."""
+        return {"last_sent": np.zeros(0) if self.last_sent is None else np.array(self.last_sent),
+                "epoch": self.epoch, "results_sent": self.results_sent.copy()}
+
+    def load_state_dict(self, state):
+        self.last_sent = np.array(state["last_sent"]) if len(state["last_sent"]) else None
+        self.epoch = int(state["epoch"])
+        self.results_sent[...] = state["results_sent"]
 
     def _prune_sends(self):
         self._sends = [(r, b) for r, b in self._sends if not self.comm.test(r)]

@@ -43,8 +43,10 @@ report.json and timeline.csv when given an output directory.
 A run can checkpoint at the end of a round (``mpisgd.checkpoint``) and
 resume from one: the learners' state, the stream position, the counters and
 timers, the timeline, (sync mode) the agreed check awaiting its resolution
-and, on rank 0, the coordinator's counter, statistics and random generator.
-In sync mode the resumed run ends exactly as the uninterrupted one. In async
+and, on rank 0, the coordinator's counter, statistics and random generator
+(``Run.state_dict``, each object's own ``state_dict``). In sync mode the
+resumed run ends exactly as the uninterrupted one. On another number of
+ranks the rows left are dealt again (``checkpoint.elastic``). In async
 mode the ranks first make a consistent cut at one round (``_cut``): every
 rank learns up to it, stops there, and rank 0 resolves or drops every
 violation sent until then (``_quiesce``, as at the end of the run); rounds of
@@ -119,11 +121,14 @@ class Run:
     every rank (members: the balancing set, on rank 0; else None).
     ``checkpointer``: a ``mpisgd.checkpoint.Checkpointer`` (either mode);
     ``resume``: a directory to resume from (``checkpoint.choose``), checked
-    against ``fingerprint`` (``checkpoint.fingerprint``).
+    against ``fingerprint`` (``checkpoint.fingerprint``); ``streams(k, l)``:
+    the RowSource of learner l of k as the run's data deals them at first,
+    from which a resume on another number of ranks deals the rows left
+    (``stream``, ``mpisgd.data.rows.DealtSource``).
     """
 
     def __init__(self, comm, source, config, progress=None, observer=None, checkpointer=None, resume=None,
-                 fingerprint=None):
+                 fingerprint=None, streams=None):
         from mpisgd.comm import CountingComm, MPITransport, NodeTransport, node_communicators
         from mpisgd.learners import OnlineLearners
 
@@ -140,7 +145,11 @@ class Run:
                               "do not support fda yet")
         self.checkpointer = checkpointer
         self.resume, self.fingerprint = resume, fingerprint
-        self.resumed = None  # (round directory, t) when resumed
+        self.resumed = None  # (round directory, t, the checkpoint's ranks) when resumed
+        self.streams = streams
+        # this rank's rows: from round `first` on, rows [a, b) of the streams [k, l, a, b, n] of `parts`,
+        # stream l of k (with n rows) as the data deals them at first
+        self.stream = {"first": 0, "parts": [[self.size, self.rank, 0, int(source.n_rows), int(source.n_rows)]]}
         self._check_inputs()
         self.learners = OnlineLearners(1, source.n_features, **config.learner,
                                        directions=config.protocol.directions)
@@ -322,13 +331,13 @@ class Run:
         self.source.warm_up()
         warm_up_protocol(self.config.protocol, self.config.learner)
         wall = self._wall_start = time.perf_counter()
-        rounds = self.source.rounds if (self.rank == 0 or not self.central) else 0
+        learning = self.rank == 0 or not self.central
         t = 0
         if self.resume is None:
-            T = self.world.rows_allreduce(rounds)
-        else:
-            T = self.comm.max_meta(rounds)  # counted once, by the interrupted run
-            t = checkpoint.restore(self, T)
+            T = self.world.rows_allreduce(self.source.rounds if learning else 0)
+        else:  # T counted once, by the interrupted run; its rows perhaps dealt again
+            t = checkpoint.restore(self)
+            T = self.comm.max_meta(self.source.rounds if learning else 0)
         self.T = T
         self.coordinator.horizon = T * self.size  # --budget: every learner's rounds
         if self.config.protocol.auto and self.coordinator.delta is None and T > 0:
@@ -362,7 +371,7 @@ class Run:
             if schedule.is_record(t):
                 self._record(t)
             if ck is not None and t < T and ck.due(t):
-                ck.save(t, *checkpoint.state(self, t))
+                ck.save(t, self.state_dict(t))
                 ck.exit_if_stopping()  # on SIGTERM: every rank ends here (checkpoint.Stopped)
             if self.progress is not None and self.rank == 0:
                 self.progress(t, T)
@@ -489,8 +498,56 @@ class Run:
                 pass
         tr.end_cut()
         ck.agree_stop(t)
-        ck.save(t, *checkpoint.state(self, t))
+        ck.save(t, self.state_dict(t))
         ck.exit_if_stopping()
+
+    # -- checkpoints (mpisgd.checkpoint) ------------------------------------------------
+
+    def state_dict(self, t):
+        """This rank's state after round t, by owner: everything the rest of
+        the run depends on. Sync mode: the check begun last is agreed on
+        first, so that nothing is in flight; its resolution still waits for
+        its check point. Async mode: taken at a cut, after every violation
+        was resolved or dropped and every result taken."""
+        self.checkpoints.agree(self.transport)
+        self.transport.complete_sends()
+        now, before = time.perf_counter(), self.times_before
+        run = {"round": int(t), "rows_done": self.rows_done, "entries_done": self.entries_done, "stream": self.stream,
+               "times": {"compute": self.compute_seconds, "waiting": self.waiting_seconds,
+                         "io": self.source.io_seconds + before["io"], "wall": now - self._wall_start + before["wall"],
+                         "loop": now - self._loop_start + before["loop"],
+                         "checkpoint": self.checkpointer.time + before["checkpoint"]}}
+        if self.pilot is not None:  # --delta auto, the pilot not over yet: its rows so far
+            parts = self.pilot.parts[0]
+            run["pilot_values"] = np.concatenate(parts) if parts else np.zeros(0)
+        return {"run": run, "learners": self.learners.state_dict(), "comm": self.comm.state_dict(),
+                "transport": self.transport.state_dict(), "check": self.checkpoints.state_dict(),
+                "coordinator": self.coordinator.state_dict(), "timeline": self.timeline.state_dict()}
+
+    def load_state_dict(self, state):
+        """Go on from ``state_dict``'s state (of this rank, or dealt again
+        for this rank by ``checkpoint.elastic``): this rank's stream from its
+        round on."""
+        run = state["run"]
+        for name in ("learners", "comm", "transport", "coordinator", "timeline"):
+            getattr(self, name).load_state_dict(state[name])
+        self.checkpoints.load_state_dict(state["check"])
+        self.rows_done, self.entries_done = int(run["rows_done"]), int(run["entries_done"])
+        times = run["times"]
+        self.compute_seconds, self.waiting_seconds = times["compute"], times["waiting"]
+        self.times_before = {k: times[k] for k in self.times_before}
+        self._pilot_values = run.get("pilot_values")
+        if run["stream"] != self.stream:  # dealt again by an elastic resume (now or before)
+            from mpisgd.data.rows import DealtSource
+
+            if self.streams is None:
+                raise MpisgdError("resume: this rank's rows were dealt again, and the run cannot rebuild streams")
+            self.source.close()
+            self.source = DealtSource([(self.streams(k, l), a, b) for k, l, a, b, _n in run["stream"]["parts"]],
+                                      run["stream"]["first"], self.source.n_features)
+            self.stream = run["stream"]
+        if self.rank == 0 or not self.central:
+            self.source.seek(int(run["round"]))
 
     # -- report -----------------------------------------------------------------------------
 
@@ -556,7 +613,7 @@ class Run:
                 "every": ck.every if ck is not None else 0,
                 "seconds": ck.seconds if ck is not None else 0.0,
                 "written": ck.written if ck is not None else 0,
-                "resumed_from": ({"directory": self.resumed[0], "round": self.resumed[1]}
+                "resumed_from": ({"directory": self.resumed[0], "round": self.resumed[1], "ranks": self.resumed[2]}
                                  if self.resumed is not None else None),
             }
         return report
@@ -598,18 +655,18 @@ def _one_blas_thread():
 
 
 def train(comm, source, config, out_dir=None, progress=None, observer=None, extra=None, checkpointer=None,
-          resume=None, fingerprint=None, complete=None):
+          resume=None, fingerprint=None, complete=None, streams=None):
     """Run distributed online learning; returns (run, report) with the report
     on rank 0 only (None elsewhere). Writes outputs when ``out_dir`` is given
     (``complete``: see ``Run.write_outputs``). ``checkpointer``, ``resume``,
-    ``fingerprint``: see ``Run``."""
+    ``fingerprint``, ``streams``: see ``Run``."""
     with _one_blas_thread():
         run = Run(comm, source, config, progress=progress, observer=observer, checkpointer=checkpointer,
-                  resume=resume, fingerprint=fingerprint)
+                  resume=resume, fingerprint=fingerprint, streams=streams)
         try:
             run.run()
         finally:
-            source.close()
+            run.source.close()
     report = run.report(extra)
     if out_dir is not None and run.rank == 0:
         run.write_outputs(out_dir, report, config.learner.get("loss", "log"), complete)
