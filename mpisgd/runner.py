@@ -62,7 +62,7 @@ from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
 from mpisgd.engine import Engine
-from mpisgd.protocol import (SHARED, AsyncCoordinator, Pilot, ProtocolConfig, Schedule, check_hierarchy_learner,
+from mpisgd.protocol import (SHARED, AsyncCoordinator, AsyncLearner, Pilot, ProtocolConfig, Schedule, check_hierarchy_learner,
                              warm_up_protocol)
 
 
@@ -374,8 +374,9 @@ class Run:
         schedule = Schedule(self.config.protocol, self.size, T, self.config.timeline_every)
         poll = self.config.poll_rows
         tr = self.transport
+        state = self.async_state = AsyncLearner(tr)
         staleness = self.config.staleness
-        coordinator = AsyncCoordinator(self.coordinator, tr) if self.rank == 0 else None
+        coordinator = AsyncCoordinator(self.coordinator, state) if self.rank == 0 else None
         ck = self.checkpointer
         told = False  # a signalled follower has told rank 0
 
@@ -384,10 +385,10 @@ class Run:
             self._tell_progress(tr, t)
             if coordinator is not None:
                 coordinator.progress(t)
-                if ck is not None and t < T and not tr.cutting and (ck.signalled or tr.stops or ck.late()):
-                    tr.start_cut()  # a checkpoint is due: agree on the round of a cut (once no full sync is in flight)
+                if ck is not None and t < T and not state.cutting and (ck.signalled or coordinator.stops or ck.late()):
+                    state.start_cut()  # a checkpoint is due: agree on the round of a cut (once no full sync is in flight)
             else:
-                tr.poll()
+                state.poll()
                 if ck is not None and ck.signalled and not told:
                     tr.send_stop()
                     told = True
@@ -405,7 +406,7 @@ class Run:
             if cut is not None:
                 stop = min(stop, cut)
             began, before = time.perf_counter(), t
-            if tr.pending:  # no own checks until the resolution arrives
+            if state.pending:  # no own checks until the resolution arrives
                 if violated is not None:
                     stop = min(stop, max(t + 1, violated + staleness))
                 self._learn(stop)
@@ -413,10 +414,7 @@ class Run:
             else:
                 t, violating = self._learn_until_violation(t, stop)
                 if violating:
-                    if coordinator is not None:
-                        coordinator.violate(tr.own_violation())
-                    else:
-                        tr.send_violation_async()
+                    (coordinator or state).violate()
                     violated = t
             elapsed = time.perf_counter() - began
             if elapsed > 0:
@@ -426,17 +424,17 @@ class Run:
             # Leave the core at each block's end: with more ranks than cores the ranks a resolution
             # waits for (rank 0, a fetched member) run sooner; a rank with a core of its own goes on at once.
             os.sched_yield()
-            if tr.pending and violated is None:  # fetched into a resolution (or a full sync) meanwhile
+            if state.pending and violated is None:  # fetched into a resolution (or a full sync) meanwhile
                 violated = t
-            if violated is not None and tr.pending and t - violated >= staleness:
-                self._wait(lambda: not tr.pending, answer, t)  # bounded staleness: the resolution first
-            if not tr.pending:
+            if violated is not None and state.pending and t - violated >= staleness:
+                self._wait(lambda: not state.pending, answer, t)  # bounded staleness: the resolution first
+            if not state.pending:
                 violated = None
             if schedule.is_pace(t):  # a pace round: every rank must have reached the last one
-                self._wait(tr.paced, answer, t)
-                tr.start_pace()
-            if tr.cutting and cut is None:  # stop until the cut's round is agreed (≥ every rank's)
-                while (cut := tr.cut_round()) is None:
+                self._wait(state.paced, answer, t)
+                state.start_pace()
+            if state.cutting and cut is None:  # stop until the cut's round is agreed (≥ every rank's)
+                while (cut := state.cut_round()) is None:
                     answer(t)
                     os.sched_yield()
             if schedule.is_record(t):
@@ -449,7 +447,7 @@ class Run:
         if T == 0:
             self._record(0)
         self._quiesce(T, coordinator)
-        while tr.cutting and tr.cut_round() is None:  # a cut asked for too late: the run is over
+        while state.cutting and state.cut_round() is None:  # a cut asked for too late: the run is over
             pass
         tr.close()
         self.members = coordinator.members if coordinator is not None else None
@@ -466,27 +464,29 @@ class Run:
         """Async, every rank at round t: rank 0 resolves (or drops) every
         violation sent until then, and every result is taken; followers tell
         rank 0 they are done (DONE) and serve until it releases them (FINISH)."""
-        tr = self.transport
+        tr, state = self.transport, self.async_state
         self._tell_progress(tr, t)
         if coordinator is None:
             tr.send_done()
-            tr.serve_until_finish()
+            state.serve_until_finish()
         else:
-            while tr.dones < self.size - 1 or not coordinator.idle:
+            while coordinator.dones < self.size - 1 or not coordinator.idle:
                 coordinator.progress(t)
                 os.sched_yield()  # as every wait: the followers it waits for may need this core
-            tr.finish()
-        tr.end_pace()  # every rank has said DONE: it started every pacing barrier before round t
+            coordinator.finish()
+        state.end_pace()  # every rank has said DONE: it started every pacing barrier before round t
 
     def _cut(self, t, coordinator):
         """Async: a consistent cut at round t, every rank there; checkpoint, and
         stop (``checkpoint.Stopped``) if any rank was signalled."""
-        tr, ck = self.transport, self.checkpointer
+        state, ck = self.async_state, self.checkpointer
         self._quiesce(t, coordinator)
-        if tr.cutting:  # a cut agreed on the same round as --checkpoint-every's
-            while tr.cut_round() is None:
+        if state.cutting:  # a cut agreed on the same round as --checkpoint-every's
+            while state.cut_round() is None:
                 pass
-        tr.end_cut()
+        state.end_cut()
+        if coordinator is not None:
+            coordinator.end_cut()
         ck.agree_stop(t)
         ck.save(t, *checkpoint.state(self, t))
         ck.exit_if_stopping()
