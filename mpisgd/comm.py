@@ -270,6 +270,7 @@ class MPITransport:
         self.entries = 0  # --budget: the non-zeros of the rows this learner has learned (set with ``at``)
         self._sends = []  # (request, buffer) of nonblocking sends not known to be complete
         self._full_sync = None  # async: this rank's full sync in flight
+        self._status = MPI.Status()  # of a follower's polls (``probe``)
         # async: the pacing barriers (``pace_barrier``) on a duplicate communicator, made here
         # while every rank is at the start; None in sync mode
         self._pacing = comm.Dup() if asynchronous else None
@@ -330,7 +331,9 @@ class MPITransport:
         self._sends = []
 
     def prune_sends(self):
-        self._sends = [(r, b) for r, b in self._sends if not self.comm.test(r)]
+        """Forget the nonblocking sends that have completed (never waits)."""
+        if self._sends:
+            self._sends = [(r, b) for r, b in self._sends if not self.comm.test(r)]
 
     # -- collective steps (every rank) ------------------------------------------
 
@@ -641,8 +644,12 @@ class MPITransport:
 
     def probe(self):
         """(source, tag) of a message that has come from rank 0 or (async) a
-        member relaying its message, or None: an Iprobe, nothing more."""
-        return self.comm.probe(MPI.ANY_SOURCE, MPI.ANY_TAG, block=False)
+        member relaying its message, or None: an Iprobe into a kept status,
+        timed as every MPI call (``CountingComm.seconds``), nothing more."""
+        start = time.perf_counter()
+        found = self.comm.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, self._status)
+        self.comm.seconds += time.perf_counter() - start
+        return (self._status.Get_source(), self._status.Get_tag()) if found else None
 
     def receive(self, found):
         """Follower: receive the message probed as ``found`` (docs/WIRE.md); a
