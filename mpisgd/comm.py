@@ -249,7 +249,6 @@ class MPITransport:
 
     def __init__(self, comm, learners, asynchronous=False, violation_models=True):
         self.comm = comm
-        self.asynchronous = asynchronous
         self.sequence = wire.SEQUENCE["async" if asynchronous else "sync"]  # what a check point sends
         # whether a violation carries its model (not where every resolution is a full sync:
         # ``ProtocolConfig.syncs_every_violation``); without, an async violation is an empty message

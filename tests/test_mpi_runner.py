@@ -318,7 +318,7 @@ def test_sync_mode_is_deterministic():
 
 def test_async_dynamic_ends_with_one_model():
     run, report = run_job(config(delta=0.3, period=2, mode="async"))
-    assert not run.async_state.pending  # every violation was resolved, or overtaken by a resolution
+    assert not run.rounds.learner.pending  # every violation was resolved, or overtaken by a resolution
     assert run.transport._sends == [] and run.transport._full_sync is None
     if run.rank == 0:
         assert report["protocol"]["violations"] > 0

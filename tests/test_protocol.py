@@ -531,6 +531,16 @@ def test_mode_is_part_of_the_configuration():
     assert config.with_mode("async").pace_rounds(4) == config.pace and sync.pace_rounds(4) == 0
 
 
+def test_the_mode_picks_the_rounds_of_the_runners_loop():
+    from mpisgd.protocol import AsyncRounds, Lockstep, rounds_of
+
+    config = ProtocolConfig(name="dynamic", delta=0.3)
+    assert rounds_of(config.with_mode("async"), 4) is AsyncRounds
+    assert rounds_of(config.with_mode("sync"), 4) is Lockstep
+    assert rounds_of(config.with_mode("async"), 1) is Lockstep  # a lone learner never checks
+    assert rounds_of(ProtocolConfig(name="static", period=4).with_mode(None), 4) is Lockstep
+
+
 def test_every_protocol_is_one_registered_class_reading_known_parameters():
     from dataclasses import fields
 

@@ -6,6 +6,7 @@ nonblocking resolutions (``AsyncCoordinator``). The transport
 docs/WIRE.md."""
 
 import os
+import time
 
 from mpisgd.errors import MpisgdError
 from mpisgd.wire import BALANCED, CUT, DIST, DONE, EPOCHS, FINISH, FULLSYNC, NEWREF, REQUEST, STOP
@@ -295,3 +296,136 @@ class AsyncCoordinator:
                     self.learner.join()  # rank 0 is a member (its model sent): the result will come
                 return
             reply = getattr(self.transport, method)(*args)
+
+
+class AsyncRounds:
+    """The default mode's rounds on one rank (``mpisgd.protocol.rounds``; the
+    runner's module docstring and docs/RUNNING.md): a learner checks its local
+    condition while it learns and stops at its first violation, which it
+    sends (on rank 0: queues) without waiting; after every block of rows it
+    answers rank 0 (rank 0: advances its resolutions). A learner in a
+    resolution makes no own checks until the result comes, and learns at
+    most ``staleness`` rounds past the round it joined in before it waits for
+    it; at a pace round it waits for the pacing barrier of the last one. A
+    checkpoint is a consistent cut at a round every rank knows
+    (--checkpoint-every) or that rank 0 asks the ranks to agree on (a
+    time-based or signalled one: the largest round any rank has done)."""
+
+    def __init__(self, run, schedule):
+        self.run, self.schedule, self.checkpointer = run, schedule, run.checkpointer
+        self.transport = run.transport
+        self.learner = AsyncLearner(run.transport)
+        self.coordinator = AsyncCoordinator(run.engine.coordinator, self.learner) if run.rank == 0 else None
+        self.poll, self.poll_seconds = run.config.poll_rows, run.config.poll_seconds
+        self.staleness = run.config.staleness
+        self.told = False  # a signalled follower has told rank 0
+        self.cut_at = None  # the agreed round of the next cut
+        self.violated = None  # the round of this learner's unresolved violation, or at which it joined a resolution
+        self.rate = None  # rounds per second of this rank's last block (its polls come every ~poll_seconds)
+
+    def next_stop(self, t):
+        ck = self.checkpointer
+        stop = min(self.schedule.next_stop(t, protocol=False, pilot=self.run.pilot is not None, pace=True),
+                   (t // self.poll + 1) * self.poll)
+        if self.rate is not None:  # a slow rank answers within poll_seconds, not poll_rows of its rounds
+            stop = min(stop, t + max(1, int(self.rate * self.poll_seconds)))
+        if ck is not None and ck.every:
+            stop = min(stop, (t // ck.every + 1) * ck.every)
+        if self.cut_at is not None:
+            stop = min(stop, self.cut_at)
+        return stop
+
+    def learn(self, t, stop):
+        """Learn rounds (t, stop], through the check points while this learner
+        is in no resolution; returns the round reached (a violation's)."""
+        began, before = time.perf_counter(), t
+        if self.learner.pending:  # no own checks until the resolution arrives
+            if self.violated is not None:
+                stop = min(stop, max(t + 1, self.violated + self.staleness))
+            self.run.learn(stop)
+            t = stop
+        else:
+            t, violating = self.run.learn_until_violation(t, stop)
+            if violating:
+                (self.coordinator or self.learner).violate()
+                self.violated = t
+        elapsed = time.perf_counter() - began
+        if elapsed > 0:
+            self.rate = (t - before) / elapsed
+        return t
+
+    def answer(self, t):
+        """Whatever rank 0 needs or has sent, without waiting."""
+        ck, learner = self.checkpointer, self.learner
+        self.run.tell_progress(t)
+        if self.coordinator is not None:
+            self.coordinator.progress(t)
+            if (ck is not None and t < self.schedule.T and not learner.cutting
+                    and (ck.signalled or self.coordinator.stops or ck.late())):
+                learner.start_cut()  # a checkpoint is due: agree on the round of a cut (once no full sync is in flight)
+        else:
+            learner.poll()
+            if ck is not None and ck.signalled and not self.told:
+                self.transport.send_stop()
+                self.told = True
+
+    def step(self, t):
+        learner = self.learner
+        self.answer(t)
+        # Leave the core at each block's end: with more ranks than cores the ranks a resolution
+        # waits for (rank 0, a fetched member) run sooner; a rank with a core of its own goes on at once.
+        os.sched_yield()
+        if learner.pending and self.violated is None:  # fetched into a resolution (or a full sync) meanwhile
+            self.violated = t
+        if self.violated is not None and learner.pending and t - self.violated >= self.staleness:
+            self.run.wait(lambda: not learner.pending, self.answer, t)  # bounded staleness: the resolution first
+        if not learner.pending:
+            self.violated = None
+        if self.schedule.is_pace(t):  # a pace round: every rank must have reached the last one
+            self.run.wait(learner.paced, self.answer, t)
+            learner.start_pace()
+        if learner.cutting and self.cut_at is None:  # stop until the cut's round is agreed (≥ every rank's)
+            while (cut := learner.cut_round()) is None:
+                self.answer(t)
+                os.sched_yield()
+            self.cut_at = cut
+
+    def checkpoint_due(self, t):
+        ck = self.checkpointer
+        return t == self.cut_at or (ck is not None and bool(ck.every) and t % ck.every == 0)
+
+    def cut(self, t):
+        """The consistent cut at round t, every rank there, before its checkpoint;
+        agrees whether any rank was signalled (``Checkpointer.agree_stop``)."""
+        learner = self.learner
+        self.quiesce(t)
+        if learner.cutting:  # a cut agreed on the same round as --checkpoint-every's
+            while learner.cut_round() is None:
+                pass
+        learner.end_cut()
+        if self.coordinator is not None:
+            self.coordinator.end_cut()
+        self.checkpointer.agree_stop(t)
+        self.cut_at = self.violated = None
+
+    def quiesce(self, t):
+        """Every rank at round t: rank 0 resolves (or drops) every violation
+        sent until then, and every result is taken; followers tell rank 0 they
+        are done (DONE) and serve until it releases them (FINISH)."""
+        self.run.tell_progress(t)
+        if self.coordinator is None:
+            self.transport.send_done()
+            self.learner.serve_until_finish()
+        else:
+            while self.coordinator.dones < self.run.size - 1 or not self.coordinator.idle:
+                self.coordinator.progress(t)
+                os.sched_yield()  # as every wait: the followers it waits for may need this core
+            self.coordinator.finish()
+        self.learner.end_pace()  # every rank has said DONE: it started every pacing barrier before round t
+
+    def end(self, T):
+        self.quiesce(T)
+        while self.learner.cutting and self.learner.cut_round() is None:  # a cut asked for too late: the run is over
+            pass
+        self.transport.close()
+        self.run.members = self.coordinator.members if self.coordinator is not None else None
