@@ -188,10 +188,11 @@ class AsyncCoordinator:
 
     ``learner``: rank 0's ``AsyncLearner``. ``progress(t)`` takes the
     violations that have arrived (and counts the followers' DONE and STOP
-    notices) and advances the current resolution (``Coordinator.resolution``) as far as it can: the
-    transport's ``start_fetch``, ``start_distances`` and ``start_full_sync``
-    return handles whose ``test()`` says whether the answer is in; every other
-    request completes at once. A violation whose sender has received a result
+    notices) and advances the current resolution (``Coordinator.resolution``)
+    as far as it can: the transport's ``start_fetch``, ``start_distances`` and
+    ``start_full_sync`` return handles whose ``test()`` says whether the
+    answer is in; every other request completes at once. Rank 0 is a member
+    of a resolution that fetches its model or syncs in full. A violation whose sender has received a result
     since it sent it is dropped: that result already included the sender. A
     current violation of a learner the resolution fetches is that learner's
     reply: it sent its model already, and does not answer the request.
