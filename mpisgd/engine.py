@@ -3,13 +3,14 @@
 Both drive the same loop: learn up to the next stop of the run's
 ``Schedule``; at the pilot's end ``end_pilot``; at a check point ``check``;
 at the end ``settle`` the last check begun. ``Engine`` holds what the protocol needs for that — the
-``Coordinator``, the check points (``CheckPoints``, or ``NodeCheckPoints``
-with nodes) and the transport they talk to — built here once, so that the
+``Coordinator``, the check points (``CheckPoints``; ``NodeCheckPoints``
+with nodes; in the simulator's default mode ``DelayedCheckPoints``) and the transport they talk to — built here once, so that the
 runner (one rank, ``MPITransport``) and the simulator (k learners,
 ``SimTransport``) set up and call the protocol alike.
 """
 
 from mpisgd.protocol import CheckPoints, Coordinator, NodeCheckPoints
+from mpisgd.protocol.checks import DelayedCheckPoints
 
 
 class Engine:
@@ -17,17 +18,22 @@ class Engine:
     the protocol runs between (hierarchical: the nodes); ``transport``: their
     transport (hierarchical: the leaders', None on a rank that leads no node);
     ``nodes``: the node transport (``NodeTransport``, ``NodeSim``) or None;
-    ``lagged``: a check settles at the next check point (False: the
-    simulator's count of the default mode, at once)."""
+    ``delay``: None, a check settles at the next check point (sync mode, and
+    the MPI runner's checks); else the simulator's model of the default mode,
+    a resolution taking effect ``delay`` rounds after its check
+    (``DelayedCheckPoints``)."""
 
-    def __init__(self, config, k, transport, nodes=None, lagged=True):
+    def __init__(self, config, k, transport, nodes=None, delay=None):
         self.config = config
         self.coordinator = Coordinator(config, k)  # resolves on rank 0 only
         self.transport, self.nodes = transport, nodes
         if nodes is not None:
             self.points = NodeCheckPoints(self.coordinator)
         else:
-            self.points = CheckPoints(self.coordinator, lagged=lagged)
+            if delay is None:
+                self.points = CheckPoints(self.coordinator)
+            else:
+                self.points = DelayedCheckPoints(self.coordinator, delay)
             transport.steer = self.coordinator.steer if config.budget else None  # --budget: Δ at full syncs
 
     def end_pilot(self, world, statistics, learner):

@@ -1,8 +1,10 @@
 """k learners in one process, round by round, through the protocol code of
 the MPI runner (``mpisgd.protocol``), counting every message and byte the MPI
 runner would move (docs/WIRE.md): in ``--mode sync`` exactly those of
-``train --mode sync``; in the default mode those of the paper's instant
-resolution (no per-check agreement, no END; DONE and FINISH at the end).
+``train --mode sync``; in the default mode those of its resolutions (no
+per-check agreement, no END; DONE and FINISH at the end), each taking effect
+``async_delay`` rounds after its check, as ``train``'s arrive late
+(``DelayedCheckPoints``; 0: the paper's instant resolution).
 
 ``SimTransport`` is the coordinator's transport over one ``OnlineLearners``
 instance holding all k learners. ``Simulation`` runs one configuration; it is
@@ -13,7 +15,8 @@ order), so several configurations can share one generated stream
 Every check point (t = rounds done, t ≡ 0 mod b) is ``CheckPoints.check``,
 as in the runner: static, a full sync; dynamic, the check of round t begun
 (violators = {l : ‖w_l − r‖² > Δ_t} send their models) and settled at the
-next check point in sync mode, at once in the default mode. Checks that find
+next check point in sync mode, ``async_delay`` rounds later in the default
+mode (the loop then also stops at that round). Checks that find
 no violator change nothing but counters, so the learners run through them
 inside one kernel call (``learn_until_violation``) and they are counted in
 bulk. None: nothing; central: one learner takes all k rows of a round, in
@@ -51,6 +54,10 @@ from mpisgd.engine import Engine
 from mpisgd.protocol import SHARED, Pilot, Schedule, check_hierarchy_learner
 
 CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
+# d: rounds after its check at which a resolution of the default mode takes effect (``simulate
+# --async-delay``). Measured against ``train``'s default mode on the demo's streams (docs/RUNNING.md,
+# "The simulator's default mode"): d = 4 gives its online error, full syncs and bytes on an idle machine.
+ASYNC_DELAY = 4
 ORDERS = ("learn-check", "check-learn")  # within a round: check after learning, or before
 PHASES = ("drift", "stable")
 # Rows of Simulation.timeline: after the check point of that round, like the MPI runner's timeline.
@@ -89,6 +96,7 @@ class SimTransport:
         self._every_msgs = np.zeros(c, np.int64)
         self.resolving = False  # True while rank 0 commands the others (dynamic resolution)
         self.sent = {}  # learner -> the model z it sent with its violation, until settled
+        self.results = np.zeros(learners.k, np.int64)  # the results (models, references) each learner has taken
         self.last_count = 0  # violators of the check begun last
         self.variance_log = []  # fda: (sums, exact δ) of every check begun
         self.steer = None  # --budget: Coordinator.steer, after every full sync
@@ -259,12 +267,15 @@ class SimTransport:
 
     # -- the coordinator's interface ------------------------------------------
 
-    def begin_check(self, delta):
-        """Every learner checks ‖w_l − r‖² ≤ Δ; violators ≠ 0 send their models
-        (counted), and in sync mode every rank joins the sum of violators.
-        Without violation models a violator ≠ 0 sends an empty message in the
-        default mode, and nothing in sync mode (the sum tells every rank)."""
-        violators = np.flatnonzero(self.L.distances() > delta)
+    def begin_check(self, delta, deferring=()):
+        """Every learner checks ‖w_l − r‖² ≤ Δ, but those ``deferring`` (their
+        violation is still open); violators ≠ 0 send their models (counted),
+        and in sync mode every rank joins the sum of violators. Without
+        violation models a violator ≠ 0 sends an empty message in the default
+        mode, and nothing in sync mode (the sum tells every rank)."""
+        checking = self.L.distances() > delta
+        checking[list(deferring)] = False
+        violators = np.flatnonzero(checking)
         away = violators != 0  # rank 0's own violation is local
         self._deferred = []
         if self.violation_models:
@@ -275,9 +286,23 @@ class SimTransport:
             self.send("empty_violation", violators[away])
         messages, self._deferred = self._deferred, None
         request = self.send("count")  # the agreement on the number of violators
-        self.sent = {} if models is None else dict(zip(violators.tolist(), models))
+        if models is not None:
+            self.sent.update(zip(violators.tolist(), models))
         self.last_count = len(violators)
         return violators, models, messages, request
+
+    @staticmethod
+    def merge_checks(checks):
+        """One check's handle (``begin_check``'s) from (handle, ids) of several, keeping
+        the violations of learners ids (rank 0 resolves them in learner order) and
+        every message (an event log's receives)."""
+        parts = [(np.searchsorted(h[0], ids).astype(np.int64), h) for h, ids in checks]
+        violators = np.concatenate([np.zeros(0, np.int64)] + [h[0][i] for i, h in parts])
+        order = np.argsort(violators, kind="stable")
+        models = None
+        if parts and parts[0][1][1] is not None:
+            models = np.concatenate([np.asarray(h[1])[i] for i, h in parts])[order]
+        return violators[order], models, [m for _i, h in parts for m in h[2]], None
 
     def quiet_checks(self, count):
         """The messages of ``count`` checks that found no violator: each one's
@@ -331,8 +356,10 @@ class SimTransport:
         away = ids != 0  # rank 0 is the coordinator: its own model is local
         self.down(ids[away], "balance_request", wire.CONTROL_BYTES)
         self.up(ids[away], "balance_reply", nbytes[away])
-        if self.L.compress != "none":  # a reply remembered as sent: its rounding error stays with the learner
-            self.sent.update((l, z[i]) for i, l in enumerate(ids.tolist()) if l != 0)
+        # a reply remembered as sent: its rounding error stays with the learner (--compress), and a learner
+        # whose violation waits (the default mode) keeps the steps it makes from its reply on
+        self.sent.update((l, z[i]) for i, l in enumerate(ids.tolist())
+                         if l in self.sent or (l != 0 and self.L.compress != "none"))
         return z
 
     def divergence(self, model):
@@ -356,6 +383,7 @@ class SimTransport:
             nbytes = wire.model_nbytes(int(np.count_nonzero(model[:n])), n)
         self.send("balance_result", others, nbytes)
         members = set(np.asarray(ids).tolist())
+        self.results[slice(None) if new_reference else np.asarray(ids, np.int64)] += 1
         progress = {l: L.progress(l, z) for l, z in self.sent.items() if new_reference or l in members}
         if new_reference:
             L.set_reference(model)
@@ -389,6 +417,7 @@ class SimTransport:
             total = wire.sync_unlevel(L.sync_levels(ids, z, c, k).sum(axis=0), c, k, L.r_bias, compress)
         L.set_reference_sum(total, k)
         self.sent = {}
+        self.results += 1
         if self.steer is not None:  # --budget: MPITransport._full_sync_steps
             spent = self.counters()[0].sum()
             self.allreduce("full_sync", wire.BUDGET_BYTES)
@@ -543,22 +572,30 @@ class Simulation:
 
     ``protocol``: a ``ProtocolConfig`` (run in ``mode`` when given);
     ``learner``: keyword arguments of ``OnlineLearners``; ``drifts``: rounds
-    after which the stream's target changed (for the phase breakdown only).
+    after which the stream's target changed (for the phase breakdown only);
+    ``async_delay``: the default mode's resolutions take effect this many
+    rounds after their check (``DelayedCheckPoints``; 0, the default here: the
+    paper's instant resolution, which the reproduction's sweeps count;
+    ``mpisgd simulate`` takes ``ASYNC_DELAY``, ``train``'s).
     """
 
     def __init__(self, k, n_features, rounds, protocol, learner=None, order="learn-check",
-                 drifts=(), drift_window=500, timeline_every=0, max_period=0, mode=None, network=None):
+                 drifts=(), drift_window=500, timeline_every=0, max_period=0, mode=None, network=None,
+                 async_delay=0):
         protocol = protocol.with_mode(mode)  # mode: the protocol's own unless given
         mode = protocol.mode
         if order not in ORDERS:
             raise MpisgdError(f"order: unknown {order!r}; choose one of {', '.join(ORDERS)}")
         if int(rounds) < 1:
             raise MpisgdError(f"rounds: need at least one round, got {rounds!r}")
+        if int(async_delay) < 0:
+            raise MpisgdError(f"async_delay: rounds must be ≥ 0, got {async_delay!r}")
         self.k, self.n, self.rounds = int(k), int(n_features), int(rounds)
         self.protocol = protocol
         self.learner_args = dict(learner or {})
         self.order = order
         self.central = protocol.central
+        self.async_delay = int(async_delay)
         self.L = OnlineLearners(1 if self.central else self.k, self.n, **self.learner_args,
                                 directions=protocol.directions)
         self.mode = mode
@@ -588,7 +625,7 @@ class Simulation:
         else:
             self.transport = self.world = SimTransport(self.L, self.k, mode, self.log,
                                                        violation_models=not protocol.syncs_every_violation(self.k))
-            self.engine = Engine(protocol, self.k, self.transport, lagged=mode == "sync")
+            self.engine = Engine(protocol, self.k, self.transport, delay=None if mode == "sync" else self.async_delay)
             self.engine.coordinator.horizon = self.k * self.rounds
             self.b = int(protocol.period)
         self.coordinator, self.checkpoints = self.engine.coordinator, self.engine.points
@@ -663,6 +700,9 @@ class Simulation:
             through = checking and self._through_quiet and self._next > self.t and self._quiet_pending()
             if checking and not through:
                 step = min(step, self._next - self.t)
+            due = self._due()
+            if due is not None:
+                step = min(step, due - self.t)
             step = min(step, self.schedule.next_stop(self.t, protocol=False, pilot=self.pilot is not None,
                                                      pace=True) - self.t)
             i = np.searchsorted(self._edges, self.t, side="right")
@@ -686,6 +726,8 @@ class Simulation:
                 self._next += self._gap
                 if self._next > self._last_check:
                     self._next = -1
+            elif self.t == due:
+                self._arrive()
             if step > 0 and self.schedule.is_pace(self.t):
                 self.transport.pace()  # as the runner, after the round's check
             if step > 0 and self.schedule.is_record(self.t):
@@ -748,7 +790,19 @@ class Simulation:
     def _quiet_pending(self):
         """No check awaits its resolution with violators."""
         pending = self.checkpoints.pending
+        if self._due() is not None:  # the default mode's resolution under way
+            return False
         return pending is None or len(pending[1][0]) == 0
+
+    def _due(self):
+        """The round at which the default mode's resolution under way takes effect, or None."""
+        return getattr(self.checkpoints, "due", None)
+
+    def _arrive(self):
+        """The default mode's resolution due after this round takes effect."""
+        before = self._stats_snapshot()
+        self.checkpoints.arrive(self.t, self.transport)
+        self._attribute(before)
 
     def _check(self):
         """One check point; returns True when it found no violator (or static)."""
@@ -823,6 +877,7 @@ class Simulation:
         L = self.L
         return {
             "k": self.k, "n_features": self.n, "rounds": self.rounds, "order": self.order, "mode": self.mode,
+            "async_delay": self.async_delay,
             "max_period": self.max_period,
             "protocol": self.protocol.as_dict(), "learner": self.learner_args,
             "errors": int(L.errors.sum()), "loss": float(L.loss_sum.sum()), "examples": int(L.examples.sum()),
@@ -988,11 +1043,11 @@ def run_many(stream, rounds, configs, block=None, progress=None):
 
 
 def simulate(source, rounds, protocol, learner=None, order="learn-check", drift_window=500,
-             timeline_every=0, block=None, max_period=0, mode=None, network=None):
+             timeline_every=0, block=None, max_period=0, mode=None, network=None, async_delay=0):
     """One configuration over a synthetic stream or a ``ShardSource``."""
     k, n = source.n_learners, source.n_features
     sim = Simulation(k, n, rounds, protocol, learner, order, source.drifts(rounds), drift_window,
-                     timeline_every, max_period, mode, network)
+                     timeline_every, max_period, mode, network, async_delay)
     if isinstance(source, ShardSource):
         return _run_shards(source, rounds, sim, block or block_rounds(k, n))
     return run_many(source, rounds, [sim], block)[0]

@@ -216,3 +216,48 @@ def test_budget_runs_in_the_default_mode(k, hedge, shards, tmp_path):
     if k == 2:
         assert report["protocol"]["balancings"] == 0
     assert budget["F"] == 0.3 and budget["horizon"] == k * 400 and budget["delta"] != 0.3
+
+
+DEMO = ["--synthetic", "disjunction", "--rounds", "6000", "--features", "100", "--drift-prob", "0.001", "--seed", "0",
+        *PAPER_LEARNER, "--protocol", "dynamic", "--delta", "auto", "--period", "6"]
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("k", [2, 3])
+def test_simulate_and_train_agree_in_their_default_mode(k, tmp_path):
+    """Neither gives a mode: simulate's model of the default mode (resolutions
+    ``--async-delay`` rounds late) and train's default mode, on the demo's
+    stream, learn the same examples, and their online errors and bytes agree.
+
+    train runs with its ranks' round skew bounded to 2b (``--pace 6 --poll-rows
+    6``, b = 6): with the default R = 256 the ranks drift up to 2R rounds
+    apart on a loaded machine, and a full sync then averages models of
+    different rounds, which costs errors that depend on the machine's load and
+    that no deterministic model holds (docs/RUNNING.md, "The simulator's
+    default mode"; measured on the 2-core machine, loaded: at k = 3, 7 runs
+    gave 1,673–1,910 errors, another 3 a median of 2,063). Bounded, 4 runs
+    each gave 1,249 errors and 587,176 bytes at k = 2 (every run the same),
+    1,605–1,621 errors and 852,632–864,952 bytes at k = 3; the simulator gives
+    1,282 and 493,696 (k = 2), 1,606 and 694,936 (k = 3): a 4-round delay
+    absorbs a few violations into the resolution under way, which polling
+    every 6 rows does not. So: the median of 3 train runs, errors within 5 %,
+    bytes within 25 %. (Sync mode is exact: the tests above.)"""
+    runs = []
+    for i in range(3):
+        out = tmp_path / f"train{i}"
+        cmd = [str(MPIEXEC), "-n", str(k), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *DEMO,
+               "--pace", "6", "--poll-rows", "6", "--out", str(out), "--quiet"]
+        done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads((out / "report.json").read_text()))
+    from mpisgd.cli import main
+
+    assert main(["simulate", *DEMO, "--learners", str(k), "--out", str(tmp_path / "sim"), "--quiet"]) == 0
+    sim = json.loads((tmp_path / "sim" / "report.json").read_text())
+    assert sim["configuration"]["mode"] == runs[0]["configuration"]["mode"] == "async"
+    assert all(r["online"]["examples"] == sim["online"]["examples"] == k * 6000 for r in runs)
+    errors = np.median([r["online"]["errors"] for r in runs])
+    assert abs(sim["online"]["errors"] - errors) <= 0.05 * errors, (sim["online"]["errors"], errors)
+    nbytes = np.median([r["communication"]["total_bytes"] for r in runs])
+    assert abs(sim["communication"]["total_bytes"] - nbytes) <= 0.25 * nbytes, (sim["communication"]["total_bytes"],
+                                                                               nbytes)

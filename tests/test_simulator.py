@@ -494,3 +494,115 @@ def test_simulate_reports_and_prints_the_budget(tmp_path, capsys):
     assert budget["steps"] == report["protocol"]["full_syncs"]["hedge"] > 0 and budget["horizon"] == 3 * 300
     assert budget["delta"] != report["delta_auto"]["delta"]  # steered from the measured Δ
     assert "budget F = 0.3: Δ steered at" in capsys.readouterr().out
+
+
+# -- the default mode's delayed resolutions (DelayedCheckPoints) -------------------------
+
+
+@pytest.mark.parametrize("k, hedge", [(3, "half"), (8, "counter")])
+def test_a_resolution_one_period_late_is_sync_modes_protocol(k, hedge):
+    """The default mode with a delay of b rounds resolves each check at the next
+    check point, before that one's check, the violators keeping their steps: the
+    protocol of --mode sync (the same errors, model messages and final model; k = 3
+    where every resolution is a full sync, k = 8 with balancing), only its
+    messages differ (no per-check agreement, results relayed)."""
+    T, n, b = 300, 20, 3
+    stream = DisjunctionStream(n, k, seed=5, drift_prob=0.01)
+    config = ProtocolConfig(delta=0.4, period=b, seed=2, hedge=hedge)
+    sync, late = run_many(stream, T, [Simulation(k, n, T, config, LEARNER, mode="sync"),
+                                      Simulation(k, n, T, config, LEARNER, mode="async", async_delay=b)], block=64)
+    assert sync["stats"]["violations"] > 10
+    assert late["errors"] == sync["errors"] and late["model_messages"] == sync["model_messages"]
+    np.testing.assert_array_equal(late["coef"], sync["coef"])
+    assert late["messages_sent"] != sync["messages_sent"]
+
+
+def test_a_delayed_resolution_takes_effect_d_rounds_late_and_its_violators_defer():
+    """--mode async with a delay of d rounds: a violation of the check at t is
+    resolved after round t + d (one resolution at a time: violations sent
+    meanwhile wait for the next, due d rounds after it), a learner whose
+    violation is open checks nothing, and the violators keep the steps they
+    made since they sent: the members' models minus those steps are one model,
+    and the members' sum is kept."""
+    k, T, n, b, d = 8, 400, 20, 1, 5
+    stream = DisjunctionStream(n, k, seed=5, drift_prob=0.01)
+    sim = Simulation(k, n, T, ProtocolConfig(delta=0.4, period=b, seed=2, hedge="counter"), LEARNER,
+                     mode="async", async_delay=d)
+    tr, began, resolved, kept = sim.transport, {}, [], []
+    begin_check, resolve, send_balanced = tr.begin_check, sim.coordinator.resolve, tr.send_balanced
+
+    def checking(delta, deferring=()):
+        assert set(deferring) == set(began)  # every open violator, and only they
+        handle = begin_check(delta, deferring)
+        began.update((l, sim.t) for l in handle[0].tolist())
+        return handle
+
+    def resolving(t, violators, models, transport):
+        resolved.append((sim.t, min(began[l] for l in violators)))
+        for l in violators:
+            began.pop(l)
+        return resolve(t, violators, models, transport)
+
+    def balancing(ids, model, new_reference):
+        steps = {l: sim.L.progress(l, z) for l, z in tr.sent.items() if l in ids or new_reference}
+        before = dense_models(sim.L)
+        send_balanced(ids, model, new_reference)
+        after = dense_models(sim.L)
+        balanced = [after[l] - (np.append(*steps[l]) if l in steps else 0.0) for l in ids]
+        for z in balanced:
+            np.testing.assert_allclose(z, balanced[0], rtol=0, atol=1e-9)
+        np.testing.assert_allclose(after[ids].sum(axis=0), before[ids].sum(axis=0), rtol=0, atol=1e-9)
+        kept.append(any(np.any(np.append(*s) != 0) for s in steps.values()))
+        for l in (range(k) if new_reference else ids):  # a learner that took a result: its violation is void
+            began.pop(int(l), None)
+
+    def syncing():
+        full_sync()
+        began.clear()  # everyone took the result
+
+    full_sync = tr.full_sync
+    tr.begin_check, sim.coordinator.resolve, tr.send_balanced, tr.full_sync = checking, resolving, balancing, syncing
+    r = run_many(stream, T, [sim], block=64)[0]
+    assert len(resolved) > 10 and any(kept)
+    previous = -d
+    for at, first in resolved:
+        if at < T:  # (at the end of the run every open violation is resolved)
+            assert at == max(first, previous) + d  # d rounds after its first violation, or after the last resolution
+        previous = at
+    assert r["examples"] == k * T
+
+
+def test_the_delayed_model_is_deterministic_and_named():
+    k, T, n = 4, 300, 20
+    config = ProtocolConfig(delta=0.4, period=2, seed=2)
+    a, b = (simulate(DisjunctionStream(n, k, seed=5, drift_prob=0.01), T, config, LEARNER, async_delay=4)
+            for _ in range(2))
+    assert a["errors"] == b["errors"] and a["bytes_sent"] == b["bytes_sent"] and a["async_delay"] == 4
+    np.testing.assert_array_equal(a["coef"], b["coef"])
+    with pytest.raises(MpisgdError, match="async_delay"):
+        Simulation(k, n, T, config, LEARNER, async_delay=-1)
+
+
+@pytest.mark.parametrize("args, delay", [(["--protocol", "dynamic"], None), (["--protocol", "dynamic",
+                                                                               "--async-delay", "2"], 2),
+                                         (["--protocol", "dynamic", "--mode", "sync"], 0),
+                                         (["--protocol", "static"], 0),
+                                         (["--protocol", "dynamic", "--mode", "sync", "--async-delay", "2"], "refused"),
+                                         (["--protocol", "static", "--async-delay", "0"], "refused")])
+def test_simulate_records_its_async_delay_and_refuses_one_that_means_nothing(args, delay, tmp_path, capsys):
+    """The default mode's delay: ASYNC_DELAY unless given, recorded in report.json;
+    given where nothing resolves late (sync mode, static), a usage error naming it."""
+    import json
+
+    from mpisgd.cli import main
+    from mpisgd.simulator import ASYNC_DELAY
+
+    out = tmp_path / "run"
+    code = main(["simulate", "--synthetic", "disjunction", "-k", "2", "--rounds", "20", "--features", "20",
+                 "--out", str(out), "--quiet", *args])
+    if delay == "refused":
+        assert code == 2 and "--async-delay" in capsys.readouterr().err and not out.exists()
+        return
+    assert code == 0
+    config = json.loads((out / "report.json").read_text())["configuration"]
+    assert config["async_delay"] == config["options"]["async_delay"] == (ASYNC_DELAY if delay is None else delay)

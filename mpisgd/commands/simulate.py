@@ -1,7 +1,9 @@
 """``mpisgd simulate``: k learners in one process through the protocol code of
 ``mpisgd train``, counting the messages and bytes of its ``--mode``: exactly
-those of ``--mode sync``, and for the default mode those of the paper's
-instant resolution (no waiting, so no timing to model).
+those of ``--mode sync``; in the default mode a resolution takes effect
+``--async-delay`` rounds after its check, as ``train``'s resolutions arrive
+late (``mpisgd.protocol.checks.DelayedCheckPoints``; 0: the paper's instant
+resolution).
 
     mpisgd simulate --synthetic disjunction --learners 512 --rounds 25000 \\
         --protocol dynamic --delta 3 --period 1 --out runs/sim
@@ -14,14 +16,15 @@ the breakdown by cause and phase) and timeline.csv to --out.
 
 from mpisgd.commands.options import (LEARNER, add_data_arguments, add_learner_arguments, add_output_arguments,
                                     add_protocol_arguments, budget_line, calibrate_eta0, delta_auto_line, eta0_line,
-                                    learner_args, positive_int, protocol_config, recorded, tuning)
+                                    learner_args, nonnegative_int, positive_int, protocol_config, recorded,
+                                    tuning)
 
 HELP = "simulate k learners in one process (same protocol code and message counts as train)"
 USAGE = "%(prog)s [SHARD ...] [--synthetic NAME] [options]  (--help, --help-all)"
 
 
 def add_arguments(parser):
-    from mpisgd.simulator import ORDERS
+    from mpisgd.simulator import ASYNC_DELAY, ORDERS
 
     parser.add_argument("shards", nargs="*", metavar="SHARD",
                         help="HDF5 shards, one per learner (row t of shard l = round t of learner l)")
@@ -36,6 +39,10 @@ def add_arguments(parser):
     tuning(g.add_argument("--max-period", type=int, default=0,
                           help="variant (dynamic, simulator only): after a quiet check double the check period, "
                           "up to this many rounds; after violations go back to --period (0: off)"))
+    tuning(g.add_argument("--async-delay", type=nonnegative_int, default=None, metavar="ROUNDS",
+                          help="default (async) mode: a resolution takes effect this many rounds after the check "
+                          f"that began it, the violators learning on meanwhile (default {ASYNC_DELAY}, train's "
+                          "default mode on the demo, docs/RUNNING.md; 0: the paper's instant resolution)"))
     g.add_argument("--network", choices=("shm", "10gbe", "ib100"), default=None,
                    help="also predict the run's wall time on this network from its exact message log "
                    "and the compute time per row measured here (every check point is then run one by one)")
@@ -55,13 +62,21 @@ def _configure(args):
     """(the protocol, the learner's options) from the arguments; a mistake in
     them is a UsageError."""
     from mpisgd.errors import MpisgdError, UsageError
+    from mpisgd.simulator import ASYNC_DELAY
 
     try:
         if args.synthetic and args.shards:
             raise MpisgdError("give either SHARD files or --synthetic, not both")
         if not args.synthetic and not args.shards:
             raise MpisgdError("no data: give SHARD files (mpisgd prep makes them) or --synthetic NAME")
-        return protocol_config(args), learner_args(args)
+        protocol = protocol_config(args)
+        delayed = protocol.asynchronous(2)  # the default mode's resolutions (not sync mode, not static, fda)
+        if args.async_delay is None:
+            args.async_delay = ASYNC_DELAY if delayed else 0
+        elif not delayed:
+            raise MpisgdError(f"--async-delay {args.async_delay}: only the dynamic protocol's default (async) mode "
+                              "resolves late")
+        return protocol, learner_args(args)
     except MpisgdError as exc:
         raise UsageError(str(exc)) from None
 
@@ -108,7 +123,8 @@ def run(args):
             raise MpisgdError(f"the shards have no rows: {', '.join(args.shards)}")
     learner, calibration = calibrate_eta0(learner, _first_rows(args, source, rounds, protocol.central))
     config = {"data": data, "rounds": rounds, "protocol": protocol.as_dict(), "learner": learner,
-              "order": args.order, "max_period": args.max_period, "mode": args.mode, "network": args.network,
+              "order": args.order, "max_period": args.max_period, "mode": args.mode, "async_delay": args.async_delay,
+              "network": args.network,
               "out": args.out, "options": recorded(args), "eta0_calibration": calibration}
     if not args.quiet:
         what = f"--synthetic {args.synthetic}" if args.synthetic else f"{len(args.shards)} shards"
@@ -119,7 +135,8 @@ def run(args):
     start = time.perf_counter()
     try:
         result = simulate(source, rounds, protocol, learner, args.order, args.drift_window,
-                          args.timeline_every, max_period=args.max_period, network=args.network)
+                          args.timeline_every, max_period=args.max_period, network=args.network,
+                          async_delay=args.async_delay)
     finally:
         if isinstance(source, ShardSource):
             source.close()

@@ -1,6 +1,8 @@
 """What happens at a check point of the deterministic mode, on every rank:
 ``CheckPoints`` holds the check begun and not yet settled, and hands each
-step to the protocol's own class (``mpisgd.protocol.registry``)."""
+step to the protocol's own class (``mpisgd.protocol.registry``);
+``DelayedCheckPoints`` is the simulator's deterministic model of the default
+mode, whose resolutions take effect d rounds after their check."""
 
 
 class CheckPoints:
@@ -18,8 +20,8 @@ class CheckPoints:
       (``ProtocolConfig.syncs_every_violation``) nobody sends a model and,
       the count being non-zero, every rank takes part in the full sync at
       once, with no command of rank 0. With ``lagged=False`` a check is settled
-      as soon as it is begun (the simulator's count of the paper's instant
-      resolution, used for ``--mode async``).
+      by the rank that coordinates it (``DelayedCheckPoints``, the simulator's
+      model of ``--mode async``, settles it when its delay has passed).
     - fda: the same lag for the variance check (docs/ALGORITHMS.md §8): at t
       every rank starts a nonblocking sum of its summary [‖w_l − r‖²,
       ⟨w_l − r, ξ_q⟩ …] (``begin_variance``); at the next check point every
@@ -71,3 +73,95 @@ class CheckPoints:
             return None
         self.pending = None
         return self.protocol.settle(self, agreed, transport)
+
+
+class DelayedCheckPoints(CheckPoints):
+    """The simulator's model of the default mode (``--mode async``) of the
+    dynamic protocol: a resolution takes effect ``delay`` rounds after the
+    check that began it, as ``train``'s does once its messages have travelled
+    and the ranks have polled (``mpisgd.protocol.AsyncCoordinator``); it is
+    deterministic, the same seed giving the same run. Other protocols are
+    checked as by ``CheckPoints``.
+
+    At a check point t (or, ``arrive``, after a round t between check
+    points), first the open resolution, if due (begun at t₀ ≤ t − delay), is
+    settled: rank 0 resolves it with the violators' models
+    as they sent them and the other members' current models, and the
+    violators keep the steps they made since they sent (docs/ALGORITHMS.md
+    §4), as a late result is taken in ``train``. Then every learner checks,
+    except those whose violation is still open (in ``train`` a learner with a
+    resolution pending defers its checks). One resolution is under way at a
+    time: violations sent while one is open wait for it, and when it settles
+    those of learners that took its result are dropped (the result already
+    included them; their messages were sent all the same) and the rest begin
+    the next resolution, due ``delay`` rounds later. With delay 0 every check
+    is settled as soon as it is begun (the paper's instant resolution).
+
+    The transport (``SimTransport``) also provides ``begin_check(Δ,
+    deferring)``, ``merge_checks(handles)``, ``results`` (the results each
+    learner has taken) and ``sent`` (the models the violators sent)."""
+
+    def __init__(self, coordinator, delay):
+        super().__init__(coordinator, lagged=False)
+        self.delay = int(delay)
+        self.open = None  # (due round, handle) of the resolution under way
+        self.queue = []  # (handle, results then) of the violations sent while it is open
+        self.at = 0  # the round of the last check point
+
+    def check(self, t, transport):
+        if not self.protocol.resolving:
+            return super().check(t, transport)
+        self.at = t
+        members = self._settle_due(t, transport)
+        waiting = self._violators()
+        handle = transport.begin_check(self.coordinator.threshold(max(t, 1)), waiting)
+        if transport.last_count == 0:
+            self.coordinator.count_quiet(1)
+        elif self.open is None:
+            self.open = (t + self.delay, handle)
+        else:
+            self.queue.append((handle, transport.results.copy()))
+        settled = self._settle_due(t, transport)
+        return members if settled is None else settled
+
+    @property
+    def due(self):
+        """The round at which the resolution under way takes effect, or None."""
+        return None if self.open is None else self.open[0]
+
+    def arrive(self, t, transport):
+        """After round t, between check points: the resolutions due by then take
+        effect. Returns the last balancing set settled, else None."""
+        self.at = t
+        return self._settle_due(t, transport)
+
+    def settle(self, transport):
+        """At the end of the run: every resolution open or queued, as ``train``'s
+        rank 0 resolves or drops every violation sent before it ends."""
+        if not self.protocol.resolving:
+            return super().settle(transport)
+        return self._settle_due(self.at, transport, final=True)
+
+    def _violators(self):
+        """The learners whose violation is open or queued (they defer their checks)."""
+        handles = ([self.open[1]] if self.open else []) + [h for h, _r in self.queue]
+        return {l for h in handles for l in h[0].tolist()}
+
+    def _settle_due(self, t, transport, final=False):
+        """Settle at check point t the resolutions due by then (``final``: all);
+        returns the last balancing set settled, else None."""
+        members = None
+        while self.open is not None and (final or self.open[0] <= t):
+            queued, self.queue = self.queue, []
+            kept = {l: transport.sent[l] for h, _r in queued for l in h[0].tolist() if l in transport.sent}
+            self.pending, self.open = (t, self.open[1], None), None
+            members = CheckPoints.settle(self, transport)
+            # a queued violation is current while its sender has taken no result since it sent it
+            current = [(h, [l for l in h[0].tolist() if transport.results[l] == results[l]]) for h, results in queued]
+            merged = transport.merge_checks(current)
+            if len(merged[0]):
+                transport.sent.update((l, kept[l]) for l in merged[0].tolist() if l in kept)
+                self.open = (t + self.delay, merged)
+            elif merged[2]:
+                transport.end_check(merged)  # the dropped violations still reach rank 0
+        return members
