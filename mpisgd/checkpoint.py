@@ -62,13 +62,15 @@ import numpy as np
 
 from mpisgd.atomic import atomic_path
 from mpisgd.errors import MpisgdError
+from mpisgd.metrics import Timeline
 from mpisgd.watchdog import STOP_SIGNALS, arm
 
-FORMAT_VERSION = 6  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
+FORMAT_VERSION = 7  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
 # 3: the transport's result counts (async mode) and the time spent waiting; 4: --delta auto's record
 # names its formula (rda has a rule of its own), and Δ and the --budget record as steered;
 # SHA-256 digests of every dataset and of the attributes; 5: the non-zeros learned (--budget);
-# 6: the run's id (manifest and rank files) and the configuration's SHA-256 (rank files)
+# 6: the run's id (manifest and rank files) and the configuration's SHA-256 (rank files);
+# 7: the timeline's clock (its last column, seconds)
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out
@@ -538,7 +540,7 @@ def restore(run, T):
         run.checkpoints.restore(check_t, count, violators, models)
     for name in ("sent_messages", "sent_bytes", "recv_messages", "recv_bytes"):
         getattr(c, name)[...] = arrays[f"comm/{name}"]
-    run.timeline.rows = [(int(r[0]), int(r[1]), float(r[2]), *(int(v) for v in r[3:])) for r in arrays["timeline"]]
+    run.timeline.rows = Timeline.from_array(arrays["timeline"]).rows
     times = json.loads(attrs["times"])
     run.compute_seconds, c.seconds, run.waiting_seconds = times["compute"], times["communication"], times["waiting"]
     run.times_before = {k: times[k] for k in run.times_before}

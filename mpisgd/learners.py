@@ -84,23 +84,11 @@ class OnlineLearners:
         self.k, self.n_features, self.dim = int(k), int(n_features), int(n_features) + 2
         self.loss = loss
         self.classification = loss in CLASSIFICATION_LOSSES
-        self.params = (
-            LOSSES[loss],
-            float(DEFAULT_PARAM.get(loss, 0.0) if loss_param is None else loss_param),
-            SCHEDULES[schedule],
-            float(eta0),
-            float(lam),
-            float(t0),
-            float(power),
-            online.RULES[rule],
-            float(aggressiveness),
-            float(gamma),
-            float(l1),
-            bool(fit_intercept),
-            bool(regularize_bias),
-            bool(average),
-            self.classification,
-            bool(ties_are_errors),
+        self.params = (  # the options as learn_rows takes them: online.CODES, online.VALUES
+            np.array([LOSSES[loss], SCHEDULES[schedule], online.RULES[rule], fit_intercept, regularize_bias, average,
+                      self.classification, ties_are_errors], dtype=np.int64),
+            np.array([DEFAULT_PARAM.get(loss, 0.0) if loss_param is None else loss_param, eta0, lam, t0, power,
+                      aggressiveness, gamma, l1], dtype=np.float64),
         )
         self.average = bool(average)
         self.theta_rate = float(l1) / float(gamma) if rule == "rda" else 0.0  # θ_t = (λ/γ)·√t (``weights``)
@@ -111,25 +99,20 @@ class OnlineLearners:
                         "compress": compress}
         k, n = self.k, self.n_features
         navg = n if average else 0  # the averaging arrays exist only when used
-        self.alpha = np.ones(k)
-        self.s = np.ones(k)
+        # every learner's scalars: views of the rows of two arrays, which learn_rows takes whole
+        self._floats = np.zeros((len(online.FLOATS), k))
+        self._counts = np.zeros((len(online.COUNTS), k), dtype=np.int64)
+        for names, packed in ((online.FLOATS, self._floats), (online.COUNTS, self._counts)):
+            for name, row in zip(names, packed):
+                setattr(self, name, row)  # alpha, s, bias, P, Q, alpha_sum, s_sum, bias_sum, loss_sum; steps, …
+        self.alpha[:] = 1.0
+        self.s[:] = 1.0
         self.V = np.zeros((k, n))
-        self.bias = np.zeros(k)
-        self.P = np.zeros(k)
-        self.Q = np.zeros(k)
-        self.steps = np.zeros(k, dtype=np.int64)
         self.A = np.zeros((k, navg))
         self.U = np.zeros((k, navg))
-        self.alpha_sum = np.zeros(k)
-        self.s_sum = np.zeros(k)
-        self.bias_sum = np.zeros(k)
-        self.n_avg = np.zeros(k, dtype=np.int64)
         self.r = np.zeros(n)
         self.r_bias = 0.0
         self.R = 0.0
-        self.loss_sum = np.zeros(k)
-        self.errors = np.zeros(k, dtype=np.int64)
-        self.examples = np.zeros(k, dtype=np.int64)
         self._dist = np.empty(k)
         # variance monitoring (docs/ALGORITHMS.md §8): J orthonormal directions ξ_q = [ξ_q,w, ξ_q,b]
         # (rows of Xi; a zero row until J reference changes have happened), PX = ξ_w·v, RX = ξ_w·r
@@ -168,7 +151,7 @@ class OnlineLearners:
         """Rows in order: predict with learner owner[i], charge, then learn."""
         y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
         status, row, _, _ = online.learn_rows(*self._rows(indptr, indices, data, y, owner), *_NO_CHECKS,
-                                              *self._state(), self.R, self.r_bias, self._dist)
+                                              *self._state())
         self._raise_on(status, row, y, owner)
 
     def learn_until_violation(self, indptr, indices, data, y, owner, check_end, threshold):
@@ -181,7 +164,7 @@ class OnlineLearners:
         check_end = np.asarray(check_end, dtype=np.int64)
         status, row, checks, violated = online.learn_rows(
             *self._rows(indptr, indices, data, y, owner), check_end, np.full(check_end.shape, threshold, np.float64),
-            *self._state(), self.R, self.r_bias, self._dist,
+            *self._state(),
         )  # fmt: skip
         self._raise_on(status, row, y, owner)
         return int(checks), bool(violated)
@@ -193,9 +176,8 @@ class OnlineLearners:
 
     def _state(self):
         """The kernel arguments after the rows: the learners' state and options."""
-        return (self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.steps,
-                self.A, self.U, self.alpha_sum, self.s_sum, self.bias_sum, self.n_avg,
-                self.r, *self.params, self.loss_sum, self.errors, self.examples, self.Xi, self.PX)  # fmt: skip
+        return (self._floats, self._counts, self.V, self.A, self.U, self.r, self.Xi, self.PX, self.R, self.r_bias,
+                *self.params)
 
     def _raise_on(self, status, row, y, owner):
         if status == online.BAD_LABEL:

@@ -276,10 +276,9 @@ def error_over_rounds(rows, experiment, path, labels, seed=None, variant="defaul
 
 def comparison(runs, paths):
     """Runs side by side (``mpisgd compare``), three figures at ``paths``: the cumulative
-    online error rate against the bytes sent, each run's final errors against its wall
-    time (timeline.csv has no clock), and the cumulative online error rate over rounds. ``runs``: dicts with "report" (report.json), "timeline"
-    (round, cumulative online error rate, cumulative bytes), "online_error",
-    "heldout_error", "bytes" and "wall"."""
+    online error rate against the bytes sent, against time and over rounds. ``runs``:
+    dicts with "report" (report.json), "timeline" (round, cumulative online error
+    rate, cumulative bytes, seconds; NaN: no clock) and "online_error"."""
     plt = _pyplot()
     labels = [run_label(r["report"]) for r in runs]
     title = _title([r["report"] for r in runs])
@@ -293,27 +292,41 @@ def comparison(runs, paths):
     ax.set_ylabel("online error rate so far")
     _finish(fig, ax, title, "Online error over rounds", over_rounds)
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    sent = []
     for i, (r, label) in enumerate(zip(runs, labels)):
         tl = r["timeline"]
         if len(tl) < 2 or np.ptp(tl[:-1, 2]) == 0:  # silent while learning (its start and final average aside)
             ax.axhline(r["online_error"], color=f"C{i}", ls="--", lw=1,
                        label=f"{label} (no communication while learning: its final error)")
             continue
-        keep = tl[:, 2] > 0
+        keep = tl[:, 2] > 0  # a log axis has no place for the rounds before the first byte
         ax.plot(tl[keep, 2], tl[keep, 1], color=f"C{i}", lw=1.2, label=label)
-        ax.plot(r["bytes"], r["online_error"], "o", color=f"C{i}", ms=5)
-    ax.set_xscale("log")
+        ax.plot(tl[-1, 2], tl[-1, 1], "o", color=f"C{i}", ms=5)
+        sent.extend(tl[keep, 2])
+    if sent:
+        _log_axis(ax.xaxis, sent, _bytes)
     ax.set_xlabel("bytes sent so far, all ranks (dot: end of run)")
     ax.set_ylabel("online error rate so far")
     _finish(fig, ax, title, "Online error against bytes sent", against_bytes)
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    kinds, clocks = set(), []
     for i, (r, label) in enumerate(zip(runs, labels)):
-        ax.plot(r["wall"], r["online_error"], "o", color=f"C{i}", ms=7, label=f"{label}: online")
-        if r["heldout_error"] is not None:
-            ax.plot(r["wall"], r["heldout_error"], "x", color=f"C{i}", ms=8, label=f"{label}: held-out")
-    ax.set_xlabel("wall time of the run (s)")
-    ax.set_ylabel("error rate at the end of the run")
-    _finish(fig, ax, title, "Final error against wall time", against_time)
+        tl = r["timeline"]
+        timed = tl[np.isfinite(tl[:, 3])] if len(tl) else tl
+        if not len(timed):  # simulate without --network: rounds, but no clock
+            ax.plot([], [], " ", label=f"{label}: no clock (simulate without --network)")
+            continue
+        kinds.add("predicted" if r["report"].get("command") == "simulate" else "wall")
+        ax.plot(timed[:, 3], timed[:, 1], color=f"C{i}", lw=1.2, label=label)
+        ax.plot(timed[-1, 3], timed[-1, 1], "o", color=f"C{i}", ms=5)
+        clocks.extend(timed[timed[:, 3] > 0, 3])
+    if clocks:  # runs ending at 0.05 s and at 5 s: a log axis shows both
+        _log_axis(ax.xaxis, clocks, _seconds)
+    clock = {"wall": "wall seconds", "predicted": "seconds predicted by the network model"}
+    ax.set_xlabel(" / ".join(clock[k] for k in sorted(kinds, reverse=True)) + " since learning began, log "
+                  "(dot: end)" if kinds else "seconds since learning began")
+    ax.set_ylabel("online error rate so far")
+    _finish(fig, ax, title, "Online error against time", against_time)
     return list(paths)
 
 
@@ -329,15 +342,18 @@ def timelines(paths, out, names=None):
         report = os.path.join(os.path.dirname(os.path.abspath(p)), "report.json")
         reports.append(json.load(open(report, encoding="utf-8")) if os.path.exists(report) else None)
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7.5, 6.6), sharex=True)
+    sent = []
     for i, (p, report) in enumerate(zip(paths, reports)):
         data = np.atleast_1d(np.genfromtxt(p, delimiter=",", names=True))
         name = run_label(report) if report else (names[i] if names else p)
         ax.plot(data["round"], data["errors"], label=name, lw=1.2, color=f"C{i}")
-        sent = data["bytes_total"] > 0
-        ax2.plot(data["round"][sent], data["bytes_total"][sent], label=name, lw=1.2, color=f"C{i}")
+        keep = data["bytes_total"] > 0
+        ax2.plot(data["round"][keep], data["bytes_total"][keep], label=name, lw=1.2, color=f"C{i}")
+        sent.extend(data["bytes_total"][keep])
     ax.set_ylabel("cumulative online errors")
     ax2.set_ylabel("bytes sent so far (log)")
-    ax2.set_yscale("log")
+    if sent:
+        _log_axis(ax2.yaxis, sent, _bytes)
     ax2.set_xlabel("round")
     ax.legend(fontsize=7)
     known = [r for r in reports if r]
@@ -355,6 +371,31 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _bytes(value, _pos=None):
+    """A byte count as a tick label: 500 B, 20 kB, 1.5 MB."""
+    if value <= 0:
+        return "0"
+    power = min(4, max(0, int(math.floor(math.log10(value) / 3))))
+    return f"{value / 1000 ** power:g} {('B', 'kB', 'MB', 'GB', 'TB')[power]}"
+
+
+def _seconds(value, _pos=None):
+    """Seconds as a tick label: 20 ms, 1 s, 50 s."""
+    return f"{value * 1000:g} ms" if value < 1 else f"{value:g} s"
+
+
+def _log_axis(axis, values, label):
+    """A log axis labelled by ``label`` (units) at 1, 2, 5 per decade when ``values``
+    span a few decades, at every decade otherwise."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    (axis.axes.set_xscale if axis.axis_name == "x" else axis.axes.set_yscale)("log")
+    decades = math.log10(max(values) / min(values))
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if decades > 3 else (1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(label))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _finish(fig, ax, title, what, path):

@@ -316,8 +316,9 @@ class Run:
         return mean[:n].copy(), float(mean[n])
 
     def _record(self, t):
+        seconds = time.perf_counter() - self._loop_start + self.times_before["loop"]  # wall, since the loop began
         self.timeline.record(t, int(self.learners.errors[0]), float(self.learners.loss_sum[0]),
-                             self.comm.bytes_by_category())
+                             self.comm.bytes_by_category(), seconds)
 
     # -- main loops -----------------------------------------------------------------
 

@@ -94,7 +94,8 @@ def assert_same_run(a, b):
         assert ra[key] == rb[key], key
     strip = [[{k: v for k, v in s.items() if k != "time"} for s in r["per_rank"]] for r in (ra, rb)]
     assert strip[0] == strip[1]
-    assert (a / "timeline.csv").read_text() == (b / "timeline.csv").read_text()
+    assert [line.rsplit(",", 1)[0] for line in (a / "timeline.csv").read_text().splitlines()] == \
+        [line.rsplit(",", 1)[0] for line in (b / "timeline.csv").read_text().splitlines()]  # all but the clock
 
 
 def rounds_in(out, complete=True):

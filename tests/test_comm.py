@@ -43,15 +43,23 @@ def test_timeline_and_report_writers(tmp_path):
     from mpisgd.metrics import Timeline, read_report, write_report
 
     a, b = Timeline(), Timeline()
-    a.record(10, 3, 1.5, {"violation": 40})
-    b.record(10, 2, 0.5, {"violation": 12, "control": 8})
+    a.record(10, 3, 1.5, {"violation": 40}, 0.25)
+    b.record(10, 2, 0.5, {"violation": 12, "control": 8}, 0.75)
+    a.record(20, 4, 2.5, {"violation": 40}, 1.5)
+    b.record(20, 3, 1.0, {"violation": 12, "control": 8}, 1.25)
     total = Timeline.summed([a.as_array(), b.as_array()])
+    assert Timeline.from_array(total.as_array()).rows == total.rows  # a checkpoint's round trip
     path = tmp_path / "timeline.csv"
     total.write(path)
     rows = list(csv.DictReader(path.open()))
-    assert rows == [{"round": "10", "errors": "5", "loss": "2.0", "bytes_total": "60", "bytes_violation": "52",
-                     "bytes_balance_request": "0", "bytes_balance_reply": "0", "bytes_balance_result": "0",
-                     "bytes_full_sync": "0", "bytes_control": "8"}]
+    assert rows[0] == {"round": "10", "errors": "5", "loss": "2.0", "bytes_total": "60", "bytes_violation": "52",
+                       "bytes_balance_request": "0", "bytes_balance_reply": "0", "bytes_balance_result": "0",
+                       "bytes_full_sync": "0", "bytes_control": "8", "seconds": "0.75"}  # the later learner's clock
+    assert [r["seconds"] for r in rows] == ["0.75", "1.5"]
+    unknown = Timeline()
+    unknown.record(10, 3, 1.5, {})  # no clock (simulate without --network): an empty field
+    unknown.write(path)
+    assert list(csv.DictReader(path.open()))[0]["seconds"] == ""
     write_report(tmp_path / "report.json", {"x": np.int64(3), "y": np.arange(2), "z": {"w": np.float64(0.5)}})
     assert read_report(tmp_path / "report.json") == {"x": 3, "y": [0, 1], "z": {"w": 0.5}}
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

@@ -53,3 +53,12 @@ def test_figures_and_bad_input(runs, tmp_path, capsys):
     capsys.readouterr()
     assert main(["compare", str(tmp_path)]) == 2
     assert "not a run directory (no report.json)" in capsys.readouterr().err
+
+
+def test_a_timeline_without_a_clock_reads_as_nan(runs):
+    """A timeline.csv written before it had a clock: its rows, no seconds."""
+    csv = runs[1] / "timeline.csv"
+    csv.write_text("\n".join(line.rsplit(",", 1)[0] for line in csv.read_text().splitlines()) + "\n")
+    row = summary(str(runs[1]))
+    assert row["timeline"][:, 0].tolist() == [50, 100, 150, 200]
+    assert all(v != v for v in row["timeline"][:, 3])

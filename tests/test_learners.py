@@ -166,6 +166,9 @@ def test_state_dict_round_trip():
     a.learn(X.indptr, X.indices, X.data, y, np.arange(20) % 2)
     b.learn(X.indptr, X.indices, X.data, y, np.arange(20) % 2)
     np.testing.assert_array_equal(a.models([0, 1]), b.models([0, 1]))
+    after = b.state_dict()  # the counters and sums too: what was loaded is what the kernel then updated
+    for name, value in a.state_dict().items():
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
 
 
 def test_divergence_is_a_clear_error():

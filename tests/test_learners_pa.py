@@ -89,5 +89,6 @@ def test_warm_up_copies_the_rule():
     """``options`` (what warm_up's scratch learner is built from) rebuilds the
     same kernel arguments, the rule and C included."""
     L = OnlineLearners(2, 5, loss="hinge", rule="pa-ii", aggressiveness=0.3)
-    assert OnlineLearners(2, 5, **L.options).params == L.params
+    for rebuilt, own in zip(OnlineLearners(2, 5, **L.options).params, L.params, strict=True):
+        np.testing.assert_array_equal(rebuilt, own)
     L.warm_up()

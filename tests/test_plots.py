@@ -73,3 +73,40 @@ def test_plot_of_runs_names_them_by_protocol(tmp_path, monkeypatch):
     assert [line.get_label() for line in errors.get_lines()] == ["dynamic Δ=3.0 b=2, half hedge"]
     assert sent.get_yscale() == "log" and min(sent.get_lines()[0].get_ydata()) > 0
     plt.close(drawn[0])
+
+
+def test_error_against_time_is_a_curve_on_the_runs_clock(tmp_path, monkeypatch):
+    """simulate --network writes the predicted time of each timeline row; compare draws the error
+    against it as a curve, and names a run without a clock instead of placing it anywhere."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from mpisgd.commands.compare import summary
+    from mpisgd.plots import comparison
+
+    timed = simulate(tmp_path, "timed", "--protocol", "static", "--period", "4", "--timeline-every", "16",
+                     "--network", "10gbe")
+    simulate(tmp_path, "untimed", "--protocol", "none", "--timeline-every", "16")
+    runs = [summary(str(tmp_path / name)) for name in ("timed", "untimed")]
+    clock = runs[0]["timeline"][:, 3]
+    assert clock.tolist() == pytest.approx(timed["simulation"]["network"]["timeline_seconds"])
+    assert len(clock) == 4 and all(0 < a < b for a, b in zip(clock, clock[1:]))
+    assert all(v != v for v in runs[1]["timeline"][:, 3])  # NaN: no clock
+    drawn, close = [], plt.close
+    monkeypatch.setattr(plt, "close", drawn.append)
+    comparison(runs, [str(tmp_path / name) for name in ("bytes.png", "time.png", "rounds.png")])
+    monkeypatch.undo()
+    (ax,) = [fig.axes[0] for fig in drawn if fig.axes[0].get_title().startswith("Online error against time")]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines["static b=4"].get_xdata()) == pytest.approx(clock)
+    assert list(lines["static b=4"].get_ydata()) == pytest.approx(runs[0]["timeline"][:, 1])
+    assert not len(lines["none: no clock (simulate without --network)"].get_xdata())
+    assert ax.get_xlabel().startswith("seconds predicted by the network model")
+    for fig in drawn:
+        close(fig)
+
+
+def test_byte_ticks_read_as_units():
+    from mpisgd.plots import _bytes
+
+    assert [_bytes(v) for v in (0, 5, 500, 2e3, 1.5e6, 3e9)] == ["0", "5 B", "500 B", "2 kB", "1.5 MB", "3 GB"]

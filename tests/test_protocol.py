@@ -180,7 +180,7 @@ def test_time_dependent_threshold():
         ({"budget": float("nan")}, "budget"),
         ({"budget": "half"}, "budget"),
         ({"budget": 0.5, "name": "static"}, "budget"),
-        ({"budget": 0.5, "delta_decay": True}, "budget"),
+        ({"budget": 0.5, "delta": 1.0, "delta_decay": True}, "budget"),
         ({"pace": -1}, "pace"),
         ({"pace": 2.5}, "pace"),
     ],

@@ -61,6 +61,8 @@ def test_synthetic_run_writes_model_report_and_timeline(tmp_path):
     lines = (out / "timeline.csv").read_text().splitlines()
     assert lines[0].startswith("round,errors,loss,bytes_total,bytes_violation")
     assert [int(line.split(",")[0]) for line in lines[1:]] == [100, 200, 300, 400]
+    seconds = [float(line.split(",")[-1]) for line in lines[1:]]  # the clock: wall seconds since the loop began
+    assert lines[0].endswith(",seconds") and 0 < seconds[0] <= seconds[-1] <= report["time"]["wall"]
     from mpisgd.model import LinearModel
 
     model = LinearModel.load(out / "model.h5")

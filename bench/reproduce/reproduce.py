@@ -71,7 +71,7 @@ SENSITIVITY = {
 }
 
 
-def _cfg(label, name, period=1, delta=1.0, learner=None, order="learn-check", max_period=0, mode="async", **protocol):
+def _cfg(label, name, period=1, delta=None, learner=None, order="learn-check", max_period=0, mode="async", **protocol):
     return {"label": label, "protocol": dict(name=name, period=period, delta=delta, **protocol),
             "learner": dict(BASE_LEARNER, **(learner or {})), "order": order, "max_period": max_period, "mode": mode}
 
@@ -134,7 +134,7 @@ def sensitivity_configs():
     for variant, (learner, protocol, order) in SENSITIVITY.items():
         if variant == "default":
             continue
-        base = [("none", "none", 1, 1.0), ("static b=8", "static", 8, 1.0), ("static b=128", "static", 128, 1.0),
+        base = [("none", "none", 1, None), ("static b=8", "static", 8, None), ("static b=128", "static", 128, None),
                 ("dynamic Δ=3 b=1", "dynamic", 1, 3.0)]
         for label, name, b, d in base:
             if name != "dynamic" and variant.startswith("counter"):

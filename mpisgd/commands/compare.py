@@ -5,10 +5,11 @@ side by side, from their run directories (report.json and timeline.csv).
 
 Prints one table (held-out error when the run was scored with ``train
 --test``, online error, bytes, MPI messages, wall time) and, with ``--out``,
-draws three figures (mpisgd/plots.py): the cumulative online error against
-the bytes sent (error-vs-bytes.png), the final errors against wall time
-(error-vs-time.png) and the cumulative online error over rounds
-(error-over-rounds.png), titled with the runs' settings. ``compare(runs, out)`` is the same from Python.
+draws three figures (mpisgd/plots.py) of the cumulative online error rate,
+titled with the runs' settings: against the bytes sent (error-vs-bytes.png),
+against time (error-vs-time.png; train's wall clock, simulate's as its
+``--network`` predicts it) and over rounds (error-over-rounds.png).
+``compare(runs, out)`` is the same from Python.
 """
 
 HELP = "compare runs of train/simulate: a table (errors, bytes, messages, time) and figures"
@@ -26,7 +27,8 @@ def add_arguments(parser):
 def summary(run_dir):
     """One run's row: name, held-out error (None if not scored), online error
     rate, bytes, messages, wall seconds, and its timeline (round, cumulative
-    online error rate, cumulative bytes) as a float array (rows, 3)."""
+    online error rate, cumulative bytes, seconds; NaN: no clock) as a float
+    array (rows, 4)."""
     import os
 
     import numpy as np
@@ -45,14 +47,15 @@ def summary(run_dir):
         heldout = r.get("heldout", {}).get("error")
     except (KeyError, TypeError, ValueError) as exc:
         raise MpisgdError(f"{path}: not a report of mpisgd train or simulate ({exc!r})") from None
-    timeline = np.zeros((0, 3))
+    timeline = np.zeros((0, 4))
     csv = os.path.join(run_dir, "timeline.csv")
     if os.path.exists(csv):
-        data = np.atleast_1d(np.genfromtxt(csv, delimiter=",", names=True))
+        data = np.atleast_1d(np.genfromtxt(csv, delimiter=",", names=True))  # an empty field: NaN
         if data.size and examples:
             per_round = examples / data["round"][-1]  # learners whose rows count in a round
             rate = data["errors"] / np.maximum(1.0, data["round"] * per_round)
-            timeline = np.column_stack([data["round"], rate, data["bytes_total"]])
+            clock = data["seconds"] if "seconds" in data.dtype.names else np.full(len(data), np.nan)  # older runs
+            timeline = np.column_stack([data["round"], rate, data["bytes_total"], clock])
     name = os.path.basename(os.path.normpath(os.path.abspath(run_dir)))
     return {"name": name, "heldout_error": heldout, "online_error": errors / max(1, examples),
             "bytes": int(nbytes), "messages": int(messages), "wall": float(wall), "timeline": timeline,

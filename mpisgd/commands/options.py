@@ -90,8 +90,8 @@ def add_protocol_arguments(g):
     g.add_argument("--protocol", choices=PROTOCOLS, default="dynamic", help="synchronization protocol")
     g.add_argument("--period", "-b", type=int, default=1,
                    help="b: rounds between full syncs (static) or checks (dynamic)")
-    g.add_argument("--delta", type=delta_value, default="auto",
-                   help="divergence threshold Δ (Δ0 with --delta-decay), or auto (default): "
+    g.add_argument("--delta", type=delta_value, default=None,
+                   help="divergence threshold Δ (Δ0 with --delta-decay), or auto (dynamic's default): "
                    "Δ = c·η·√(η·G) (rda: c·η²·G), G the mean squared first step ℓ'(0,y)²(‖x‖²+1) over the "
                    "first --pilot-rounds rounds of every learner, which are not checked")
     tuning(g.add_argument("--delta-scale", type=float, default=None,
@@ -198,9 +198,9 @@ def add_output_arguments(g, out, files):
 
 
 def protocol_config(args):
-    from mpisgd.protocol import AUTO, REGISTRY, ProtocolConfig
+    from mpisgd.protocol import ProtocolConfig
 
-    given = dict(
+    return ProtocolConfig(
         name=args.protocol, mode=args.mode, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
         delta_scale=args.delta_scale, pilot_rounds=args.pilot_rounds, budget=args.budget, hedge=args.hedge,
         augmentation=args.augmentation, counter_counts=args.counter_counts,
@@ -209,9 +209,6 @@ def protocol_config(args):
         fda_estimate=args.fda_estimate, fda_lag=args.fda_lag, node_size=args.node_size,
         node_period=args.node_period, pace=args.pace,
     )
-    if args.delta == AUTO and "delta" not in REGISTRY[args.protocol].parameters:
-        del given["delta"]  # --delta's default (auto) is the dynamic protocol's; a protocol without Δ keeps its own
-    return ProtocolConfig(**given)
 
 
 def delta_auto_line(auto):

@@ -97,6 +97,7 @@ def _first_rows(args, source, rounds, central):
 
 
 def run(args):
+    import math
     import os
     import sys
     import time
@@ -143,8 +144,9 @@ def run(args):
     wall = time.perf_counter() - start
     os.makedirs(args.out, exist_ok=True)
     timeline = Timeline()
-    for row in result["timeline"]:
-        timeline.record(row[0], row[1], row[2], dict(zip(_categories(), row[4:])))
+    clock = result["network"]["timeline_seconds"] if "network" in result else [math.nan] * len(result["timeline"])
+    for row, seconds in zip(result["timeline"], clock):  # the clock: as --network predicts it
+        timeline.record(row[0], row[1], row[2], dict(zip(_categories(), row[4:])), seconds)
     timeline.write(os.path.join(args.out, "timeline.csv"))
     write_report(os.path.join(args.out, "report.json"), simulate_report(result, dict(config, argv=sys.argv[1:]), wall))
     if not args.quiet:

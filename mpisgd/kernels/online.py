@@ -60,6 +60,15 @@ OK, BAD_LABEL, BAD_FEATURE, BAD_OWNER, DIVERGED, BAD_INDEX = 0, 1, 2, 3, 4, 5
 # Bottou's svmsgd, whose bound keeps v, and so U, within 1e5 of w.
 S_MIN = 1e-5
 
+# learn_rows takes the learners' per-learner scalars packed, so that a call passes a handful of
+# arrays (numba's dispatch costs about 35 ns an argument): one row of F (float64, (len(FLOATS), k))
+# and of I (int64, (len(COUNTS), k)) each, and the options as two vectors, in these orders.
+FLOATS = ("alpha", "s", "bias", "P", "Q", "alpha_sum", "s_sum", "bias_sum", "loss_sum")
+COUNTS = ("steps", "n_avg", "errors", "examples")
+CODES = ("loss", "schedule", "rule", "fit_intercept", "regularize_bias", "average", "classification",
+         "ties_are_errors")  # int64: a code or a flag (0/1)
+VALUES = ("loss_param", "eta0", "lam", "t0", "power", "aggressiveness", "gamma", "l1")  # float64
+
 
 @njit(cache=True)
 def flush_average(l, alpha_sum, s_sum, V, U, A, r):
@@ -187,14 +196,8 @@ def mean_model(alpha, s, V, bias, out):
 
 
 @njit(cache=True, nogil=True)  # lets the reader thread read ahead meanwhile
-def learn_rows(
-    indptr, indices, data, y, owner, check_end, threshold,
-    alpha, s, V, bias, P, Q, steps,
-    A, U, alpha_sum, s_sum, bias_sum, n_avg,
-    r, loss_code, loss_param, schedule, eta0, lam, t0, power, rule, aggressiveness, rda_gamma, rda_l1,
-    fit_intercept, regularize_bias, average, classification, ties_are_errors,
-    loss_sum, errors, examples, Xi, PX, R, r_bias, dist,
-):  # fmt: skip
+def learn_rows(indptr, indices, data, y, owner, check_end, threshold, F, I, V, A, U, r, Xi, PX, R, r_bias, codes,
+               values):
     """Predict, charge, then learn from each row i with learner owner[i];
     after the first check_end[c] rows (ascending), check c: every learner's
     ‖w_l − r‖² ≤ threshold[c] (+inf: no check), stopping right after the
@@ -208,16 +211,31 @@ def learn_rows(
     prediction or update that is not finite), nothing from that row on
     processed; the checks made, and whether the last of them found a
     violator (if not, every row was learned).
+
+    The learners' scalars are the rows of F and I, the options codes and
+    values, in the orders FLOATS, COUNTS, CODES and VALUES.
     """
+    alpha, s, bias, P, Q, alpha_sum, s_sum, bias_sum, loss_sum = F[0], F[1], F[2], F[3], F[4], F[5], F[6], F[7], F[8]
+    steps, n_avg, errors, examples = I[0], I[1], I[2], I[3]
+    loss_code, schedule, rule = codes[0], codes[1], codes[2]
+    fit_intercept, regularize_bias, average = codes[3] != 0, codes[4] != 0, codes[5] != 0
+    classification, ties_are_errors = codes[6] != 0, codes[7] != 0
+    loss_param, eta0, lam, t0, power = values[0], values[1], values[2], values[3], values[4]
+    aggressiveness, rda_gamma, rda_l1 = values[5], values[6], values[7]
     k, n = V.shape
     J = Xi.shape[0]
+    m = y.shape[0]
     made = 0  # the checks made
     n_checks = check_end.shape[0]
-    for i in range(y.shape[0]):
-        if made < n_checks and check_end[made] == i:  # (a test per row: the checks' call only where one is due)
-            made, violated = checks_after(i, made, check_end, threshold, alpha, s, P, Q, bias, R, r_bias, dist)
-            if violated:
-                return OK, -1, made, True
+    for i in range(m + 1):
+        while made < n_checks and check_end[made] == i:  # the checks due after i rows, inline: a call
+            made += 1  # here that took arrays cost ~70 ns a row at b = 1, a third of the row's learning
+            if threshold[made - 1] < math.inf:
+                for l in range(k):
+                    if distance(alpha[l], s[l], P[l], Q[l], bias[l], R, r_bias) > threshold[made - 1]:
+                        return OK, -1, made, True
+        if i == m:
+            break
         l = owner[i]
         if l < 0 or l >= k:
             return BAD_OWNER, i, made, False
@@ -322,23 +340,7 @@ def learn_rows(
             s[l] = 1.0
             exact_pq(l, V, r, P, Q)
             exact_px(l, V, Xi, PX)
-    made, violated = checks_after(y.shape[0], made, check_end, threshold, alpha, s, P, Q, bias, R, r_bias, dist)
-    return OK, -1, made, violated
-
-
-@njit(cache=True)
-def checks_after(rows, made, check_end, threshold, alpha, s, P, Q, bias, R, r_bias, dist):
-    """``learn_rows``' checks due once ``rows`` rows are learned, the first
-    ``made`` of them made already. Returns (checks made, whether the last of
-    them found a violator)."""
-    while made < check_end.shape[0] and check_end[made] == rows:
-        made += 1
-        if threshold[made - 1] < math.inf:
-            distances(alpha, s, P, Q, bias, R, r_bias, dist)
-            for l in range(dist.shape[0]):
-                if dist[l] > threshold[made - 1]:
-                    return made, True
-    return made, False
+    return OK, -1, made, False
 
 
 @njit(cache=True, inline="always")
@@ -363,13 +365,19 @@ def pa_tau(rule, hinge, xx, C):
     return hinge / xx
 
 
+@njit(cache=True, inline="always")
+def distance(alpha, s, P, Q, bias, R, r_bias):
+    """‖w − r‖² of one learner from its scalars: (α − 1)²R + 2(α − 1)·s·P + s²·Q + (b − r_b)²."""
+    a1 = alpha - 1.0
+    db = bias - r_bias
+    return a1 * a1 * R + 2.0 * a1 * s * P + s * s * Q + db * db
+
+
 @njit(cache=True)
 def distances(alpha, s, P, Q, bias, R, r_bias, out):
     """out_l = ‖w_l − r‖², in O(1) per learner."""
     for l in range(alpha.shape[0]):
-        a1 = alpha[l] - 1.0
-        db = bias[l] - r_bias
-        out[l] = a1 * a1 * R + 2.0 * a1 * s[l] * P[l] + s[l] * s[l] * Q[l] + db * db
+        out[l] = distance(alpha[l], s[l], P[l], Q[l], bias[l], R, r_bias)
 
 
 @njit(cache=True)
@@ -379,6 +387,6 @@ def summaries(alpha, s, P, Q, bias, R, r_bias, PX, RX, Xi, out):
     for l in range(alpha.shape[0]):
         a1 = alpha[l] - 1.0
         db = bias[l] - r_bias
-        out[l, 0] = a1 * a1 * R + 2.0 * a1 * s[l] * P[l] + s[l] * s[l] * Q[l] + db * db
+        out[l, 0] = distance(alpha[l], s[l], P[l], Q[l], bias[l], R, r_bias)
         for q in range(Xi.shape[0]):
             out[l, 1 + q] = a1 * RX[q] + s[l] * PX[l, q] + db * Xi[q, n]  # ⟨(α − 1)r + s·v, ξ_w⟩ + (b − r_b)ξ_b

@@ -15,7 +15,7 @@ import numbers
 from dataclasses import asdict, dataclass, fields, replace
 
 from mpisgd.errors import MpisgdError
-from mpisgd.protocol.delta import PILOT_ROUNDS
+from mpisgd.protocol.delta import AUTO, PILOT_ROUNDS
 from mpisgd.protocol.registry import REGISTRY
 
 PROTOCOLS = tuple(REGISTRY)  # the names of the protocols (``mpisgd.protocol.registry``)
@@ -25,8 +25,7 @@ AUGMENTATIONS = ("random-one", "random-double", "farthest")
 COUNTER_COUNTS = ("violators", "contacted")
 COUNTER_RESETS = ("any-full-sync", "forced-only")
 FDA_ESTIMATES = ("linear", "exact")  # exact: the simulator's oracle δ, a diagnostic
-AUTO = "auto"  # delta = AUTO: Δ measured in a pilot (``auto_delta``, docs/ALGORITHMS.md §4.4); hedge = AUTO
-# Kamp et al.'s violation counter, or the authors' later DynamicHedgeSync; AUTO: half with at most
+# Kamp et al.'s violation counter, or the authors' later DynamicHedgeSync; hedge = AUTO: half with at most
 # HALF_HEDGE_LEARNERS learners, where it makes every resolution a full sync, else the counter (§4.5)
 HEDGES = (AUTO, "counter", "half")
 HALF_HEDGE_LEARNERS = 4  # the most learners at which doubling a lone violator reaches half of them (4·1 ≥ k)
@@ -104,7 +103,7 @@ CONSTRAINTS = {
     "name": [Options(PROTOCOLS)],
     "mode": [Options(MODES), Unset()],
     "period": [Interval(int, 1, None)],
-    "delta": [Options((AUTO,)), POSITIVE],
+    "delta": [Options((AUTO,)), POSITIVE, Unset()],
     "delta_scale": [POSITIVE, Unset()],
     "pilot_rounds": [Interval(int, 1, None)],
     "budget": [Interval(float, 0, 1, "right"), Unset()],
@@ -145,7 +144,7 @@ class ProtocolConfig:
     name: str = "dynamic"
     mode: str = None  # async (the default) or sync, where learners check (dynamic); None: not chosen yet (async)
     period: int = 1  # b: rounds between syncs (static) or checks (dynamic)
-    delta: object = 1.0  # Δ, or Δ0 when delta_decay, or AUTO (measured in a pilot of pilot_rounds rounds)
+    delta: object = None  # Δ, Δ0 when delta_decay, or AUTO (a pilot of pilot_rounds rounds); None: the protocol's
     delta_scale: float = None  # c of the auto rule (auto_delta; None: the rule's own, DELTA_SCALE or RDA_DELTA_SCALE)
     pilot_rounds: int = PILOT_ROUNDS  # P: with delta AUTO, rounds 1..P are unchecked and measure G
     budget: float = None  # F: Δ steered at each full sync toward F times static b=8's bytes (None: off)
@@ -173,10 +172,10 @@ class ProtocolConfig:
             if not any(accepts(value) for accepts in allowed):
                 raise refuse(parameter, f"must be {' or '.join(str(a) for a in allowed)}, got {value!r}")
         self._check_parameters_of_protocol()
-        self._check_combinations()
         for parameter, value in self.protocol.defaults.items():  # the protocol's own values of those not given
             if getattr(self, parameter) is None:
                 object.__setattr__(self, parameter, value)
+        self._check_combinations()
         if self.node_size is not None and self.node_period is None:
             object.__setattr__(self, "node_period", int(self.period))
 

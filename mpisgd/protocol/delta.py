@@ -9,6 +9,7 @@ import numpy as np
 
 from mpisgd.errors import MpisgdError
 
+AUTO = "auto"  # delta = AUTO (the dynamic protocol's default): Δ measured in a pilot (``auto_delta``)
 DELTA_SCALE = 3.6  # c of the auto rule Δ = c·η·√(η·G) (measured: docs/ALGORITHMS.md §4.4)
 RDA_DELTA_SCALE = 0.006  # c of the rda learners' rule Δ = c·η²·G (measured: docs/ALGORITHMS.md §4.4)
 PILOT_ROUNDS = 8  # P: rounds of the pilot (unchecked: kept short, docs/ALGORITHMS.md §4.4)

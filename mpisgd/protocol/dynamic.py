@@ -6,6 +6,7 @@ begun at t and settled at the next check point; in the default mode
 
 from mpisgd.protocol.base import Protocol, sync_mode
 from mpisgd.protocol.coordinator import drive
+from mpisgd.protocol.delta import AUTO
 
 
 class Dynamic(Protocol):
@@ -15,13 +16,14 @@ class Dynamic(Protocol):
     parameters = ("period", "delta", "delta_scale", "pilot_rounds", "budget", "hedge", "delta_decay", "augmentation",
                   "counter_counts", "counter_reset", "counter_limit", "burst_fraction", "seed", "pace", "node_size",
                   "node_period")
+    defaults = {"delta": AUTO}  # Δ measured in a pilot (docs/ALGORITHMS.md §4.4) unless given
     silent = False
     checks = True
     resolving = True
 
     @classmethod
     def label(cls, report):
-        from mpisgd.protocol.config import AUTO, HALF_HEDGE_LEARNERS  # config imports the registry
+        from mpisgd.protocol.config import HALF_HEDGE_LEARNERS  # config imports the registry
 
         config = report["configuration"]
         p = config["protocol"]
