@@ -15,7 +15,7 @@ timeline row, when nothing is in flight, so that a rank's state is what its
 ``Run`` holds (``Run.state_dict``: each stateful object's ``state_dict()``,
 by owner). In sync mode every rank is at round t anyway; in
 async mode the ranks first make a consistent cut at an agreed round t
-(``Run._cut``: every rank learns up to t, rank 0 resolves or drops every
+(``AsyncRounds.cut``: every rank learns up to t, rank 0 resolves or drops every
 violation sent until then and every result is taken). A rank file holds each
 owner's arrays as datasets ``owner/name`` and its other values as JSON
 attributes ``owner.name`` (``_flatten``).
