@@ -120,7 +120,7 @@ def _section_check(quick):
 def section_quiet(quick):
     """What learning through quiet checks costs: the async loop's block of 256 rows
     learned with a check every b rows that never finds a violator (the runner's
-    own ``Run._learn_until_violation`` step: the checks' rounds, then one kernel
+    own ``Run.learn_until_violation`` step: the checks' rounds, then one kernel
     call), against the same rows learned with no check (``OnlineLearners.learn``)."""
     from mpisgd.data.synthetic import RCV1Stream
     from mpisgd.learners import OnlineLearners
@@ -139,7 +139,7 @@ def section_quiet(quick):
         for ip, ix, d, yy in blocks:
             if b is None:
                 L.learn(ip, ix, d, yy, owner)
-            else:  # as Run._learn_until_violation: the check points in (t, t + m], a finite Δ never reached
+            else:  # as Run.learn_until_violation: the check points in (t, t + m], a finite Δ never reached
                 checks = np.arange((t // b + 1) * b, t + block + 1, b)
                 assert L.learn_until_violation(ip, ix, d, yy, owner, checks - t, 1e300) == (len(checks), False)
             t += block

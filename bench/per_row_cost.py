@@ -15,9 +15,9 @@ The rows come from one of two sources:
 - generated: made in the loop as ``train --synthetic rcv1`` makes them (``StreamSource``);
 - in memory: made before the run (``ArraySource``), so that only learning and the protocol are timed.
 
-CPU time is ``time.process_time`` of each rank around its training loop (``Run._run_async`` or
-``Run._run_sync``: no start-up, no final sync), of which "waiting" is the part inside ``Run._wait``
-and ``Run._quiesce`` (a rank spinning, yielding its core, until the others reach a pacing barrier
+CPU time is ``time.process_time`` of each rank around its training loop (``Run._rounds``: no
+start-up, no final sync), of which "waiting" is the part inside ``Run.wait`` and
+``AsyncRounds.quiesce`` (a rank spinning, yielding its core, until the others reach a pacing barrier
 or the run's end). Each figure is the median over ``--repeats`` runs in this launch (the protocols
 alternate), then the largest over ranks. A second table times the learning calls alone on rank 0,
 before the runs: one call for all its rows without checks (as ``none`` learns), and a call per 256
@@ -33,7 +33,7 @@ from mpi4py import MPI
 from mpisgd.data.rows import ArraySource, StreamSource
 from mpisgd.data.synthetic import RCV1Stream
 from mpisgd.learners import OnlineLearners
-from mpisgd.protocol import ProtocolConfig
+from mpisgd.protocol import AsyncRounds, ProtocolConfig
 from mpisgd.runner import Run, RunConfig, _one_blas_thread
 
 LEARNER = {"loss": "log", "lam": 0.0, "schedule": "constant", "eta0": 1.0, "average": False}
@@ -52,16 +52,15 @@ class Clock:
 
     def __init__(self):
         self.loop = self.waiting = 0.0
-        for name in ("_run_async", "_run_sync"):
-            setattr(Run, name, self._timed(getattr(Run, name), "loop"))
-        for name in ("_wait", "_quiesce"):
-            setattr(Run, name, self._timed(getattr(Run, name), "waiting"))
+        for owner, name, counter in ((Run, "_rounds", "loop"), (Run, "wait", "waiting"),
+                                     (AsyncRounds, "quiesce", "waiting")):
+            setattr(owner, name, self._timed(getattr(owner, name), counter))
 
     def _timed(self, method, counter):
-        def timed(run, *args):
+        def timed(obj, *args):
             start = time.process_time()
             try:
-                return method(run, *args)
+                return method(obj, *args)
             finally:
                 setattr(self, counter, getattr(self, counter) + time.process_time() - start)
 

@@ -19,7 +19,25 @@ PY=$MPISGD_VENV/bin/python
 # One numba (and BLAS) thread per rank: the ranks are the parallelism.
 export NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1
 
-NTASKS=${SLURM_NTASKS:-1}
+# The tasks of this allocation: SLURM_TASKS_PER_NODE (such as "4(x2),3") is
+# set afresh at every start of the job, while SLURM_NTASKS keeps the count
+# given at submission across a requeue (a job requeued onto fewer tasks, or
+# submitted with --nodes=MIN-MAX --ntasks-per-node=C, gets what is free).
+tasks_of() {
+    local total=0 part n x parts
+    IFS=, read -ra parts <<<"$1"
+    for part in "${parts[@]}"; do
+        n=${part%%(*} x=1
+        [[ $part == *"(x"* ]] && { x=${part#*(x}; x=${x%)}; }
+        total=$((total + n * x))
+    done
+    echo "$total"
+}
+if [ -n "${SLURM_TASKS_PER_NODE:-}" ]; then
+    NTASKS=$(tasks_of "$SLURM_TASKS_PER_NODE")
+else
+    NTASKS=${SLURM_NTASKS:-1}
+fi
 if [ -n "${SLURM_ARRAY_JOB_ID:-}" ]; then
     JOB_TAG=${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}
 else
@@ -62,9 +80,15 @@ mpisgd_command() {
 # to the launcher, which passes it to every rank; mpisgd checkpoints at its
 # next poll and exits with 75. The job then requeues itself (`#SBATCH
 # --requeue`), and the requeued job, finding a complete checkpoint in OUT,
-# resumes from it (--resume OUT).
+# resumes from it (--resume OUT: the newest intact one), on the tasks it
+# gets, as many as before or not (an elastic resume). A run that lost a rank
+# or a node (mpiexec's exit code neither 0, 1 nor 2: 1 and 2 are mpisgd's
+# errors, which a requeue would repeat) requeues the same way once it has a
+# checkpoint, at most MAX_REQUEUES times (default 3, counted by SLURM's
+# SLURM_RESTART_COUNT); a node failure that ends the whole job SLURM requeues
+# itself (`--requeue`).
 mpisgd_train_requeueable() {
-    local resume=() pid rc=0
+    local resume=() pid rc=0 why=
     # The watchdog ends a stuck job within the 60 s lead of the time-limit signal.
     set -- --stop-grace "${STOP_GRACE:-45}" "$@"
     if compgen -G "$OUT/checkpoints/round-*/COMPLETE" >/dev/null; then
@@ -82,8 +106,19 @@ mpisgd_train_requeueable() {
         kill -0 "$pid" 2>/dev/null || break
     done
     trap - TERM
-    if [ "$rc" = 75 ] && [[ ${SLURM_JOB_ID:-} =~ ^[0-9]+$ ]]; then
-        echo "mpisgd job $JOB_TAG: stopped after a checkpoint; requeueing job $SLURM_JOB_ID to go on"
+    if [ "$rc" = 75 ]; then
+        why="stopped after a checkpoint"
+    elif [ "$rc" != 0 ] && [ "$rc" != 1 ] && [ "$rc" != 2 ] \
+            && compgen -G "$OUT/checkpoints/round-*/COMPLETE" >/dev/null; then
+        if [ "${SLURM_RESTART_COUNT:-0}" -lt "${MAX_REQUEUES:-3}" ]; then
+            why="a rank or node lost (exit code $rc)"
+        else
+            echo "mpisgd job $JOB_TAG: a rank or node lost (exit code $rc); not requeued: requeued" \
+                 "${SLURM_RESTART_COUNT:-0} times already (MAX_REQUEUES=${MAX_REQUEUES:-3})"
+        fi
+    fi
+    if [ -n "$why" ] && [[ ${SLURM_JOB_ID:-} =~ ^[0-9]+$ ]]; then
+        echo "mpisgd job $JOB_TAG: $why; requeueing job $SLURM_JOB_ID to go on from its newest intact checkpoint"
         scontrol requeue "$SLURM_JOB_ID"
     fi
     return "$rc"

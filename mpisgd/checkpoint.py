@@ -1,6 +1,6 @@
-"""Checkpoints of ``mpisgd train``: the format, what a rank's file holds
-(``state``, ``restore``), atomic writes, finding the newest complete
-checkpoint, and refusing a foreign one.
+"""Checkpoints of ``mpisgd train``: the format, atomic writes, finding the
+newest complete checkpoint, refusing a foreign one, and resuming
+(``restore``), on as many ranks or on another number (``elastic``).
 
 Layout (docs/RUNNING.md, "Checkpoint and resume"):
 
@@ -12,11 +12,13 @@ Layout (docs/RUNNING.md, "Checkpoint and resume"):
 
 A checkpoint is taken at the end of a round t, after its protocol step and
 timeline row, when nothing is in flight, so that a rank's state is what its
-``Run`` holds (``state``). In sync mode every rank is at round t anyway; in
+``Run`` holds (``Run.state_dict``: each stateful object's ``state_dict()``,
+by owner). In sync mode every rank is at round t anyway; in
 async mode the ranks first make a consistent cut at an agreed round t
-(``Run._cut``: every rank learns up to t, rank 0 resolves or drops every
-violation sent until then and every result is taken). A rank file holds named
-float/int arrays (``/``-separated groups) and scalar or JSON attributes.
+(``AsyncRounds.cut``: every rank learns up to t, rank 0 resolves or drops every
+violation sent until then and every result is taken). A rank file holds each
+owner's arrays as datasets ``owner/name`` and its other values as JSON
+attributes ``owner.name`` (``_flatten``).
 Only the newest ``KEEP`` complete checkpoints are kept.
 
 Graceful stop: while a ``Checkpointer`` exists, SIGTERM (what a scheduler
@@ -70,7 +72,8 @@ FORMAT_VERSION = 7  # 2: the agreed check awaiting its resolution (sync mode set
 # names its formula (rda has a rule of its own), and Δ and the --budget record as steered;
 # SHA-256 digests of every dataset and of the attributes; 5: the non-zeros learned (--budget);
 # 6: the run's id (manifest and rank files) and the configuration's SHA-256 (rank files);
-# 7: the timeline's clock (its last column, seconds)
+# 7: each owner's state_dict ("owner/name" datasets, "owner.name" JSON attributes), the timeline's clock, the rows each rank's
+# stream holds and has learned (elastic resume), no number of ranks in the configuration
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out
@@ -80,18 +83,19 @@ STOP_GRACE = 120.0  # seconds from a stop signal to the end of the run, else its
 _ROUND = re.compile(r"^round-(\d+)$")
 
 
-def fingerprint(config, ranks, data):
+def fingerprint(config, data):
     """The settings a resumed run must share with the checkpoint: the run
     configuration (protocol, Δ, b, learner, seeds, timeline; not the async
-    poll interval), the number of ranks and the data (shard file names, or
-    the synthetic stream's parameters)."""
+    poll interval) and the data (shard file names, or the synthetic stream's
+    parameters). Not the number of ranks: a resume on another deals the rows
+    left again (``elastic``)."""
     run = config.as_dict()
     run.pop("poll_rows", None)
     run.pop("poll_seconds", None)
     data = dict(data)
     if "shards" in data:
         data["shards"] = [os.path.basename(os.fspath(p)) for p in data["shards"]]
-    return json.loads(json.dumps({**run, "ranks": int(ranks), "data": data}))
+    return json.loads(json.dumps({**run, "data": data}))
 
 
 def configuration_digest(configuration):
@@ -256,11 +260,11 @@ def check_configuration(directory, manifest, current):
                           + "; ".join(diff))
 
 
-def check_rank_file(directory, manifest, rank, expected):
-    """(arrays, attrs) of this rank's file of the checkpoint ``directory``;
-    refuses it if unreadable or corrupt (``read_rank``), or if its round, run
-    or configuration is not the manifest's, or its ``expected`` attributes
-    ({name: value}) differ."""
+def check_rank_file(directory, manifest, rank, check):
+    """The state (by owner) of rank ``rank``'s file of the checkpoint
+    ``directory``; refuses it if unreadable or corrupt (``read_rank``), or if
+    its round, run, configuration, rank or ranks is not the manifest's, or
+    ``check(path, state, ranks)`` raises."""
     path = rank_file(directory, rank)
     arrays, attrs = read_rank(path)
     marker = os.path.join(directory, MARKER)
@@ -270,22 +274,25 @@ def check_rank_file(directory, manifest, rank, expected):
     if (attrs.get("run") != manifest["run"]
             or attrs.get("configuration_sha256") != configuration_digest(manifest["configuration"])):
         raise MpisgdError(f"checkpoint {path}: of another run than {marker} (a rank file of another run)")
-    for key, want in expected.items():
-        if int(attrs[key]) != want:
-            raise MpisgdError(f"checkpoint {path}: {key} is {int(attrs[key])}, this run has {want}")
-    return arrays, attrs
+    if (attrs.get("rank"), attrs.get("ranks")) != (rank, manifest["ranks"]):
+        raise MpisgdError(f"checkpoint {path}: of rank {attrs.get('rank')} of {attrs.get('ranks')}, but {marker} "
+                          f"names it rank {rank} of {manifest['ranks']}")
+    state = _unflatten(arrays, attrs)
+    check(path, state, manifest["ranks"])
+    return state
 
 
-def choose(comm, resume, current, expected):
-    """Every rank: (round directory, manifest, arrays, attrs) of the newest
-    intact checkpoint under ``resume`` (``candidates``), with this rank's
-    file. Rank 0 reads each manifest and checks it against ``current`` (the
-    fingerprint: another configuration is an error, not a reason to try an
-    older checkpoint); every rank checks its file (``check_rank_file``, with
-    ``expected(round)``); the ranks agree on the outcome (a broadcast, a
-    gather) before any goes on, so that each raises the same error. Rank 0
-    says which checkpoints it passed over and why. ``comm``: the raw
-    communicator (metadata, not counted)."""
+def choose(comm, resume, current, check):
+    """Every rank: (round directory, manifest, states) of the newest intact
+    checkpoint under ``resume`` (``candidates``), ``states`` the states of
+    this rank's file, or, when the checkpoint has another number of ranks,
+    of every rank's (an elastic resume). Rank 0 reads each manifest and
+    checks it against ``current`` (the fingerprint: another configuration is
+    an error, not a reason to try an older checkpoint); every rank checks
+    the files it reads (``check_rank_file``, with ``check``); the ranks agree
+    on the outcome (a broadcast, a gather) before any goes on, so that each
+    raises the same error. Rank 0 says which checkpoints it passed over and
+    why. ``comm``: the raw communicator (metadata, not counted)."""
     found = None
     if comm.rank == 0:
         try:
@@ -310,7 +317,8 @@ def choose(comm, resume, current, expected):
         loaded = None
         if why is None:
             try:
-                loaded = check_rank_file(directory, manifest, comm.rank, expected(manifest["round"]))
+                ranks = [comm.rank] if manifest["ranks"] == comm.size else range(manifest["ranks"])
+                loaded = [check_rank_file(directory, manifest, r, check) for r in ranks]
             except MpisgdError as exc:
                 why = str(exc)
             why = next((w for w in comm.allgather_meta(why) if w is not None), None)
@@ -318,7 +326,7 @@ def choose(comm, resume, current, expected):
             if passed and comm.rank == 0:
                 print(f"mpisgd: resuming from {directory}, the newest intact checkpoint; passed over: "
                       + "; ".join(f"{d} ({w})" for d, w in passed), file=sys.stderr, flush=True)
-            return (directory, manifest, *loaded)
+            return directory, manifest, loaded
         passed.append((directory, why))
     if len(passed) == 1:
         raise MpisgdError(passed[0][1])
@@ -422,16 +430,18 @@ class Checkpointer:
                   f"to go on (exit code {EXIT_STOPPED})", file=sys.stderr, flush=True)
         raise Stopped()
 
-    def save(self, t, arrays, attrs):
-        """Write this rank's file of round t; rank 0 marks the checkpoint
-        complete once every file is in place and prunes old ones. Returns
-        when the checkpoint is complete on every rank."""
+    def save(self, t, state):
+        """Write this rank's file of round t, its ``state`` by owner (``Run.state_dict``);
+        rank 0 marks the checkpoint complete once every file is in place and
+        prunes old ones. Returns when the checkpoint is complete on every rank."""
         start = time.monotonic()
         directory = round_dir(self.directory, t)
         path = rank_file(directory, self.rank)
+        arrays, attrs = _flatten(state)
         try:
             os.makedirs(directory, exist_ok=True)
-            write_rank(path, arrays, {**attrs, "round": int(t), "run": self.run_id,
+            write_rank(path, arrays, {**attrs, "round": int(t), "run": self.run_id, "rank": self.rank,
+                                      "ranks": self.comm.Get_size(),
                                       "configuration_sha256": configuration_digest(self.configuration)})
         except OSError as exc:
             raise MpisgdError(f"checkpoint {path}: cannot write ({exc.strerror or exc})") from None
@@ -466,96 +476,132 @@ class Checkpointer:
 # -- what a checkpoint holds -------------------------------------------------------
 
 
-def state(run, t):
-    """(arrays, attrs) of a ``mpisgd.runner.Run``'s rank after round t:
-    everything the rest of the run depends on. Sync mode: the check begun
-    last is agreed on first, so that nothing is in flight; its resolution
-    still waits for its check point. Async mode: taken at a cut, after every
-    violation was resolved or dropped and every result taken."""
-    c, tr = run.comm, run.transport
-    agreed = run.checkpoints.agree(tr)
-    tr.complete_sends()
-    arrays = {f"learners/{k}": v for k, v in run.learners.state_dict().items()}
-    arrays["check/last_sent"] = np.zeros(0) if tr.last_sent is None else tr.last_sent
-    if agreed is not None:
-        check_t, count, violators, models = agreed
-        arrays["check/pending"] = np.array([check_t, count], dtype=np.int64)
-        if violators is not None:  # rank 0, where violations carry models
-            arrays["check/violators"] = np.asarray(violators, dtype=np.int64)
-            arrays["check/models"] = np.asarray(models, dtype=np.float64).reshape(len(violators), run.learners.dim)
-    arrays.update({"comm/sent_messages": c.sent_messages, "comm/sent_bytes": c.sent_bytes,
-                   "comm/recv_messages": c.recv_messages, "comm/recv_bytes": c.recv_bytes,
-                   "transport/epoch": np.array([tr.epoch], dtype=np.int64),
-                   "transport/results_sent": tr.results_sent,
-                   "timeline": run.timeline.as_array()})
-    now = time.perf_counter()
-    before = run.times_before
-    times = {"compute": run.compute_seconds, "communication": c.seconds, "waiting": run.waiting_seconds,
-             "io": run.source.io_seconds + before["io"],
-             "wall": now - run._wall_start + before["wall"],
-             "loop": now - run._loop_start + before["loop"],
-             "checkpoint": run.checkpointer.time + before["checkpoint"]}
-    attrs = {"rank": run.rank, "ranks": run.size, "rounds": run.T, "rows_done": run.rows_done,
-             "entries_done": run.entries_done,
-             "source": run.source.describe, "source_rows": int(run.source.n_rows),
-             "times": json.dumps(times), "delta_auto": json.dumps(run.coordinator.auto),
-             "delta": json.dumps(run.coordinator.delta), "budget": json.dumps(run.coordinator.budget)}
-    if run.pilot is not None:  # --delta auto, the pilot not over yet
-        parts = run.pilot.parts[0]
-        arrays["pilot/values"] = np.concatenate(parts) if parts else np.zeros(0)
-    if run.rank == 0:
-        co = run.coordinator
-        attrs["coordinator"] = json.dumps({"counter": co.counter, "stats": co.stats.as_dict(),
-                                           "rng": co.rng.bit_generator.state})
+def _flatten(state):
+    """(arrays, attrs) of a state by owner ({owner: {name: value}}, each
+    owner's ``state_dict()``): arrays as datasets "owner/name", any other
+    value as a JSON attribute "owner.name"."""
+    arrays, attrs = {}, {"owners": json.dumps(list(state))}
+    for owner, values in state.items():
+        for name, value in values.items():
+            if isinstance(value, np.ndarray):
+                arrays[f"{owner}/{name}"] = value
+            else:
+                attrs[f"{owner}.{name}"] = json.dumps(value)
     return arrays, attrs
 
 
-def restore(run, T):
-    """Resume a ``Run`` from the newest intact checkpoint under
-    ``run.resume`` (``choose``): every rank loads its own file. Returns the
-    round to go on from."""
-    from mpisgd.protocol import ProtocolStats
+def _unflatten(arrays, attrs):
+    """The state ``_flatten`` wrote."""
+    state = {owner: {} for owner in json.loads(attrs["owners"])}
+    for key, value in arrays.items():
+        owner, name = key.split("/", 1)
+        state[owner][name] = value
+    for key, value in attrs.items():
+        owner, dot, name = key.partition(".")
+        if dot:
+            state[owner][name] = json.loads(value)
+    return state
 
-    c, tr = run.comm, run.transport
+
+def _check_stream(path, run, rows_of, rows_until):
+    """Refuse a rank's state whose rows are not those of the data at hand
+    (``rows_of(k, l)``: the rows of stream l of k as the data deals them at
+    first), or that has not learned every row of its rounds
+    (``rows_until(stream, t)``)."""
+    stream = run["stream"]
+    for k, l, _a, _b, n in stream["parts"]:
+        if rows_of(k, l) != n:
+            raise MpisgdError(f"checkpoint {path}: stream {l} of {k} ranks had {n} rows, this run's data gives it "
+                              f"{rows_of(k, l)}")
+    if int(run["rows_done"]) != rows_until(stream, int(run["round"])):
+        raise MpisgdError(f"checkpoint {path}: {run['rows_done']} rows done by round {run['round']}, "
+                          f"not the {rows_until(stream, int(run['round']))} rows of its rounds")
+
+
+def restore(run):
+    """Resume a ``Run`` from the newest intact checkpoint under
+    ``run.resume`` (``choose``). On as many ranks as the checkpoint's, every
+    rank loads its own file; on another number, every rank reads every file
+    and takes its share (``elastic``). Returns the round to go on from."""
+    k = run.size
     learning = run.rank == 0 or not run.central
 
-    def expected(t):  # what this rank's file must say of this run
-        return {"rank": run.rank, "ranks": run.size, "rounds": T, "source_rows": int(run.source.n_rows),
-                "rows_done": run.source.rows_until(t) if learning else 0}
+    def rows_of(k, l):  # of stream l of k as the data deals them at first
+        if (k, l) == (run.size, run.rank) or run.streams is None:
+            return int(run.source.n_rows) if (k, l) == (run.size, run.rank) else 0
+        return int(run.streams(k, l).n_rows)
 
-    current = run.fingerprint or fingerprint(run.config, run.size, {})
-    directory, manifest, arrays, attrs = choose(c, run.resume, current, expected)
-    t = int(attrs["round"])
+    def rows_until(stream, t):  # rows of a stream's rounds [0, t)
+        if stream == run.stream:
+            return run.source.rows_until(t)
+        return min(max(t - stream["first"], 0), sum(b - a for _k, _l, a, b, _n in stream["parts"]))
+
+    def check(path, state, ranks):
+        if ranks != k and (run.central or "pilot_values" in state["run"]):
+            why = "with --central" if run.central else "during --delta auto's pilot"
+            raise MpisgdError(f"checkpoint {path}: of {ranks} ranks, this run has {k}; a resume on another number "
+                              f"of ranks is not supported {why}")
+        if learning:
+            _check_stream(path, state["run"], rows_of, rows_until)
+
+    current = run.fingerprint or fingerprint(run.config, {})
+    directory, manifest, states = choose(run.comm, run.resume, current, check)
+    t = int(manifest["round"])
     if run.checkpointer is not None:
         run.checkpointer.run_id = manifest["run"]  # the same run, going on
-    run.learners.load_state_dict({k[len("learners/"):]: v for k, v in arrays.items() if k.startswith("learners/")})
-    last_sent = arrays["check/last_sent"]
-    tr.last_sent = np.array(last_sent) if len(last_sent) else None
-    tr.epoch = int(arrays["transport/epoch"][0])
-    tr.results_sent[...] = arrays["transport/results_sent"]
-    if "check/pending" in arrays:
-        check_t, count = (int(v) for v in arrays["check/pending"])
-        violators = [int(v) for v in arrays["check/violators"]] if "check/violators" in arrays else None
-        models = list(arrays["check/models"]) if "check/models" in arrays else None
-        run.checkpoints.restore(check_t, count, violators, models)
-    for name in ("sent_messages", "sent_bytes", "recv_messages", "recv_bytes"):
-        getattr(c, name)[...] = arrays[f"comm/{name}"]
-    run.timeline.rows = Timeline.from_array(arrays["timeline"]).rows
-    times = json.loads(attrs["times"])
-    run.compute_seconds, c.seconds, run.waiting_seconds = times["compute"], times["communication"], times["waiting"]
-    run.times_before = {k: times[k] for k in run.times_before}
-    if run.rank == 0:
-        saved = json.loads(attrs["coordinator"])
-        run.coordinator.counter = saved["counter"]
-        run.coordinator.stats = ProtocolStats(**saved["stats"])
-        run.coordinator.rng.bit_generator.state = saved["rng"]
-    run.coordinator.auto = json.loads(attrs["delta_auto"])  # --delta auto: the pilot's record, once it is over
-    run.coordinator.delta = json.loads(attrs["delta"])  # as measured, or as --budget has steered it since
-    run.coordinator.budget = json.loads(attrs["budget"])  # --budget: the last steering step
-    run._pilot_values = arrays.get("pilot/values")
-    run.rows_done = int(attrs["rows_done"])
-    run.entries_done = int(attrs["entries_done"])
-    if learning:
-        run.source.seek(t)
-    run.resumed = (directory, t)
+    if manifest["ranks"] == k:
+        run.load_state_dict(states[0])
+    else:
+        run.load_state_dict(elastic(states, k, run.rank, run.learners))
+    run.resumed = (directory, t, int(manifest["ranks"]))
     return t
+
+
+def elastic(states, size, rank, learners):
+    """Rank ``rank``'s state of a run of ``size`` ranks going on from the
+    states of every rank of a checkpoint of k ≠ size ranks (docs/ALGORITHMS.md,
+    "Elastic resume"):
+
+    - the rows every old learner has not learned yet, in rank order, dealt in
+      ``size`` near-equal contiguous parts (``partition.deal``), from the
+      checkpoint's round on: every row is learned once;
+    - every learner takes the mean of the k models, which becomes the
+      reference (a full sync of the old learners, not counted): the global
+      mean is kept; each keeps the rest of old learner ``rank mod k``'s state
+      (steps, step size, ASGD average); a pending check is settled by it;
+    - the sums over learners (examples, errors, loss, messages and bytes, the
+      non-zeros learned, the timeline) are kept: old learner l's go to the
+      new learner l mod size; Δ, --budget's record, the coordinator's
+      statistics and random generator carry over, its counter is 0 (after a
+      full sync)."""
+    from mpisgd.data.partition import deal, rows_left
+
+    k, t = len(states), int(states[0]["run"]["round"])
+    left = []
+    for state in states:
+        run = state["run"]
+        left += rows_left([((k_, l, n), a, b) for k_, l, a, b, n in run["stream"]["parts"]], int(run["rows_done"]))
+    mine = deal(left, size)[rank]
+    total = None  # the sum of the k models
+    for state in states:
+        learners.load_state_dict(state["learners"])
+        z = learners.models([0])[0]
+        total = z if total is None else total + z
+    own = states[rank % k]
+    summed = [s for l, s in enumerate(states) if l % size == rank]
+    new = {owner: dict(values) for owner, values in own.items()}
+    for name in ("loss_sum", "errors", "examples"):
+        new["learners"][name] = sum((s["learners"][name] for s in summed), np.zeros_like(own["learners"][name]))
+    for name, value in own["comm"].items():  # the counters (arrays); its seconds stay this rank's
+        if isinstance(value, np.ndarray):
+            new["comm"][name] = sum((s["comm"][name] for s in summed), np.zeros_like(value))
+    new["timeline"] = Timeline.summed([s["timeline"]["rows"] for s in summed]).state_dict()
+    new["transport"] = {"last_sent": np.zeros(0), "epoch": 0, "results_sent": np.zeros(size, dtype=np.int64)}
+    new["check"] = {}
+    new["coordinator"] = {**states[0]["coordinator"], "counter": 0}
+    new["run"] = {**own["run"], "rows_done": 0, "entries_done": sum(int(s["run"]["entries_done"]) for s in summed),
+                  "stream": {"first": t, "parts": [[k_, l, a, b, n] for (k_, l, n), a, b in mine]}}
+    learners.load_state_dict(new["learners"])
+    learners.set_reference_sum(total, k)  # every learner at the mean of the k models, its reference
+    new["learners"] = learners.state_dict()
+    return new

@@ -11,13 +11,16 @@ and are not counted.
 on rank 0 the coordinator's requests (fetch, divergence, distances,
 send_balanced, full_sync), blocking for sync mode and as polled handles for
 the default async mode (start_fetch, start_distances, start_full_sync); on
-the other ranks the answers (``serve`` until END in sync mode, ``poll`` in
-async mode); the sync-mode check (``begin_check``: violation Isends and a
-nonblocking Allreduce of the count; ``end_check``), the static and final
-Allreduce, and the async violations, DONE and FINISH, the relays of async
-results and FULLSYNC commands from member to member, exactly as
-docs/WIRE.md lays out; and the async mode's consistent cut for checkpoints
-(``start_cut``/CUT, ``cut_round``, STOP: docs/RUNNING.md, "Checkpoint and resume").
+the other ranks the answers (``serve`` until END in sync mode); the
+sync-mode check (``begin_check``: violation Isends and a nonblocking
+Allreduce of the count; ``end_check``), the static and final Allreduce; and
+the messages of the async mode, exactly as docs/WIRE.md lays out: a
+follower's ``probe`` and ``receive`` (relayed results and FULLSYNC commands
+handed on from member to member), its violations, replies, DONE and STOP,
+rank 0's ``collect``, CUT and FINISH, the agreement on a cut's round and the
+pacing barriers. What the async mode decides with them (when to answer, a
+message deferred behind a relayed result, cuts, pacing) is
+``mpisgd.protocol.AsyncLearner``'s.
 Hierarchical synchronization (``--node-size``): ``node_communicators`` splits
 the ranks into nodes and their leaders, ``NodeTransport`` averages within a
 node and shares its leader's results.
@@ -38,6 +41,9 @@ from mpisgd.wire import (BALANCED, COMMAND, CUT, DIST, DISTANCE, DONE, END, EPOC
                          REQUEST, STOP, VIOLATION, VIOLATION_ASYNC)  # the tags and commands of docs/WIRE.md
 
 _CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
+
+
+_COUNTERS = ("sent_messages", "sent_bytes", "recv_messages", "recv_bytes")  # CountingComm's
 
 
 class CountingComm:
@@ -64,6 +70,15 @@ class CountingComm:
             self.recv_messages = np.zeros(n, dtype=np.int64)
             self.recv_bytes = np.zeros(n, dtype=np.int64)
         self.seconds = 0.0
+
+    def state_dict(self):
+        """The counters and the seconds (a checkpoint)."""
+        return {**{name: getattr(self, name).copy() for name in _COUNTERS}, "seconds": self.seconds}
+
+    def load_state_dict(self, state):
+        for name in _COUNTERS:
+            getattr(self, name)[...] = state[name]
+        self.seconds = float(state["seconds"])
 
     def _sent(self, category, buf):
         c = _CAT[category]
@@ -235,7 +250,8 @@ class MPITransport:
 
     ``comm``: a CountingComm; ``learners``: this rank's OnlineLearners(k=1).
     Rank 0 (``coordinating``) carries out the coordinator's requests; the
-    others answer them (``serve`` in sync mode, ``poll`` in async mode).
+    others answer them (``serve`` in sync mode; in async mode
+    ``AsyncLearner.poll`` over ``probe`` and ``receive``).
 
     A learner remembers the model it last sent (violation, balance reply or
     full-sync contribution): a result that arrives later is applied keeping
@@ -245,7 +261,6 @@ class MPITransport:
 
     def __init__(self, comm, learners, asynchronous=False, violation_models=True):
         self.comm = comm
-        self.asynchronous = asynchronous
         self.sequence = wire.SEQUENCE["async" if asynchronous else "sync"]  # what a check point sends
         # whether a violation carries its model (not where every resolution is a full sync:
         # ``ProtocolConfig.syncs_every_violation``); without, an async violation is an empty message
@@ -261,26 +276,15 @@ class MPITransport:
         self._sent_step = None  # its step count then, if z was its model exactly (``_sent``)
         self.epoch = 0  # sync results (balanced models, new references, full syncs) received
         self.references = 0  # of which new references (full syncs, balancing sets of everyone)
-        # async: this rank's model is in a resolution under way (it violated, or replied to a
-        # balance request, or joined a full sync): no own checks until the result arrives, so that
-        # the model it last sent stays the one the result was computed from
-        self.pending = False
-        # async: this learner's violation is on its way to rank 0 and no result has come since: it
-        # stands as the reply to a balance request that crosses it (``_reply``, docs/WIRE.md)
-        self.violated = False
         self.results_sent = np.zeros(self.k, dtype=np.int64)  # rank 0: results sent to each rank
-        self.dones = 0  # rank 0, async: followers that have learned their last round (or a cut's)
-        self.stops = 0  # rank 0, async: followers that were signalled to stop (STOP)
         self.at = 0  # async: the rounds this learner has done, which it contributes to a cut's agreement
         self.entries = 0  # --budget: the non-zeros of the rows this learner has learned (set with ``at``)
-        self._cut = None  # async: (request, agreed round) of the cut being agreed on
         self._sends = []  # (request, buffer) of nonblocking sends not known to be complete
         self._full_sync = None  # async: this rank's full sync in flight
-        self._deferred = None  # async: (ready, action) of a message of rank 0 that waits for a relayed result
-        # async: the pacing barriers (``start_pace``) on a duplicate communicator, made here
+        self._status = MPI.Status()  # of a follower's polls (``probe``)
+        # async: the pacing barriers (``pace_barrier``) on a duplicate communicator, made here
         # while every rank is at the start; None in sync mode
         self._pacing = comm.Dup() if asynchronous else None
-        self._pace = None  # the pacing barrier this rank started last, until it completes
         self.steer = None  # --budget: Coordinator.steer, called after every full sync (_full_sync_steps)
         self.partial = None  # --partial: Coordinator.partial_budget, θΔ at every full sync (_partial_steps)
         # a full sync's buffers, kept from sync to sync (``_pairs_steps``; one full sync at a time)
@@ -336,7 +340,6 @@ class MPITransport:
         else:
             self.learners.take(0, z, progress)
         self.epoch += 1
-        self.pending = self.violated = False
         self.last_sent = None
 
     def _isend(self, buf, dest, tag, category):
@@ -348,8 +351,22 @@ class MPITransport:
             self.comm.wait(request)
         self._sends = []
 
-    def _prune_sends(self):
-        self._sends = [(r, b) for r, b in self._sends if not self.comm.test(r)]
+    def state_dict(self):
+        """What a later result depends on (a checkpoint, nothing in flight):
+        the model this learner last sent (empty: none), the results it took
+        and, on rank 0, the results sent to each rank."""
+        return {"last_sent": np.zeros(0) if self.last_sent is None else np.array(self.last_sent),
+                "epoch": self.epoch, "results_sent": self.results_sent.copy()}
+
+    def load_state_dict(self, state):
+        self.last_sent = np.array(state["last_sent"]) if len(state["last_sent"]) else None
+        self.epoch = int(state["epoch"])
+        self.results_sent[...] = state["results_sent"]
+
+    def prune_sends(self):
+        """Forget the nonblocking sends that have completed (never waits)."""
+        if self._sends:
+            self._sends = [(r, b) for r, b in self._sends if not self.comm.test(r)]
 
     # -- collective steps (every rank) ------------------------------------------
 
@@ -607,7 +624,7 @@ class MPITransport:
                     self._isend(buf, i, tag, result.category)
         if 0 in ids or new_reference:
             self._take(model, new_reference)
-        self._prune_sends()
+        self.prune_sends()
 
     # -- coordinator side, nonblocking (rank 0; blocking calls wait on these) ----
 
@@ -651,59 +668,77 @@ class MPITransport:
 
     def _join_full_sync(self):
         self._full_sync = _FullSync(self, self._full_sync_steps(remember=True))
-        self.pending = True  # no own checks until the mean arrives
         return self._full_sync
 
-    # -- follower side ------------------------------------------------------------
+    def join_full_sync(self):
+        """Follower, async: this rank's part of the full sync rank 0 commanded (FULLSYNC)."""
+        self._join_full_sync()
 
-    def serve(self):
-        """Sync mode: answer rank 0 until END."""
-        while self.handle(self.comm.probe(0, MPI.ANY_TAG)) != END:
-            pass
+    @property
+    def syncing(self):
+        """Async: whether this rank's full sync is in flight."""
+        return self._full_sync is not None
 
-    def poll(self):
-        """Async mode: answer whatever rank 0 (or a member relaying its message)
-        has sent, without waiting. Returns FINISH when rank 0 has ended the run."""
+    def test_full_sync(self):
+        """Async: advance this rank's full sync in flight, if any, without waiting."""
         if self._full_sync is not None:
             self._full_sync.test()
-        self._prune_sends()
-        while True:
-            found = self.comm.probe(MPI.ANY_SOURCE, MPI.ANY_TAG, block=False)
-            if found is None:
-                return None
-            if self.handle(found) == FINISH:
-                return FINISH
 
-    def handle(self, found):
-        """Follower: act on one message (already probed as ``found``): from rank 0,
-        or in async mode a result or FULLSYNC relayed by another member, handed
-        on at once (docs/WIRE.md, "Relays"). Returns the command code for
-        COMMAND messages, else None.
-
-        Async, a relayed result can come after a later message of rank 0 (a
-        REQUEST, or a relayed FULLSYNC by another path): those wait
-        (``_defer``) until this learner has taken every result sent before
-        them. At most one result is ever in flight to a learner: rank 0 sends
-        it another only once it is a member again, through a current
-        violation (sent after taking it) or a reply (given after taking it)."""
-        src, tag = found
-        if self._full_sync is not None:  # rank 0 sends more only once every rank has joined it
+    def wait_full_sync(self):
+        """Async: complete this rank's full sync in flight, if any."""
+        if self._full_sync is not None:
             _wait(self._full_sync)
+
+    # -- follower side: receiving and answering ------------------------------------
+
+    def serve(self):
+        """Sync mode: answer rank 0 until END. Its results come before its
+        requests, in the order sent: every request finds them taken."""
+        while True:
+            tag, code, value = self.receive(self.comm.probe(0, MPI.ANY_TAG))
+            if (tag == REQUEST or code == DIST) and value > self.epoch:
+                raise MpisgdError(f"rank {self.rank}: a request of rank 0 came before {value - self.epoch} "
+                                  "of its results")
+            if tag == REQUEST:
+                self.reply()
+            elif tag in (BALANCED, NEWREF):
+                self.take(value, tag == NEWREF)
+            elif code == END:
+                return
+            elif code == DIST:
+                self.send_distance()
+            elif code == FULLSYNC:
+                self.full_sync()
+
+    def probe(self):
+        """(source, tag) of a message that has come from rank 0 or (async) a
+        member relaying its message, or None: an Iprobe into a kept status,
+        timed as every MPI call (``CountingComm.seconds``), nothing more."""
+        start = time.perf_counter()
+        found = self.comm.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, self._status)
+        self.comm.seconds += time.perf_counter() - start
+        return (self._status.Get_source(), self._status.Get_tag()) if found else None
+
+    def receive(self, found):
+        """Follower: receive the message probed as ``found`` (docs/WIRE.md); a
+        relayed result or FULLSYNC is handed on at once ("Relays"). Returns
+        (tag, command code or None, value): (REQUEST, None, the results rank 0
+        had sent this rank), (BALANCED or NEWREF, None, the model z), (COMMAND,
+        DIST, the results sent), (COMMAND, FULLSYNC, the parity of the results
+        sent when relayed, else None), or (COMMAND, code, None)."""
+        src, tag = found
         if tag == REQUEST:
             req = np.empty(1, dtype=np.int64)
             self.comm.Recv(req, 0, REQUEST, "balance_request")
-            self._defer(lambda: self.epoch >= req[0], self._reply)
-            return None
+            return tag, None, int(req[0])
         if tag in (BALANCED, NEWREF):
             buf, _s, _t = self.comm.recv_bytes_message(src, tag, "balance_result")
             message = buf
-            if self.asynchronous:
+            if self.sequence["balance_result"].route == "relay":
                 message, onward = wire.relay_result(buf, self.rank, self.k)
                 for child, part in onward:
                     self._isend(part, child, tag, "balance_result")
-            self._take(self.learners.decode(message), tag == NEWREF)
-            self._release()
-            return None
+            return tag, None, self.learners.decode(message)
         if tag != COMMAND:
             raise MpisgdError(f"rank {self.rank}: unexpected message tag {tag} from rank {src}")
         buf, _s, _t = self.comm.recv_bytes_message(src, COMMAND, "control")
@@ -713,56 +748,32 @@ class MPITransport:
         if code == DIST:
             if len(buf) != wire.DIST_BYTES:
                 raise MpisgdError(f"rank {self.rank}: a DIST command of {len(buf)} bytes from rank {src}")
-            sent = int(buf[8:16].view(np.int64)[0])
-            self._defer(lambda: self.epoch >= sent, self._send_distance)
-        elif code == FULLSYNC:
-            if self.asynchronous and not wire.relayed(self.k - 1):
-                self._join_full_sync()  # sent directly, after every result sent to this rank
-            elif self.asynchronous:
-                parity, onward = wire.fullsync_forward(buf, self.rank, self.k)
-                for child, part in onward:
-                    self._isend(part, child, COMMAND, "control")
-                self._defer(lambda: self.epoch % 2 == parity, self._join_full_sync)
-            else:
-                self.full_sync()
-        elif code == CUT:
-            self._join_cut()
-        return code
+            return tag, DIST, int(buf[8:16].view(np.int64)[0])
+        if code == FULLSYNC and self.sequence["fullsync_command"].route == "relay" and wire.relayed(self.k - 1):
+            parity, onward = wire.fullsync_forward(buf, self.rank, self.k)
+            for child, part in onward:
+                self._isend(part, child, COMMAND, "control")
+            return tag, FULLSYNC, parity
+        return tag, code, None
 
-    def _send_distance(self):
+    def take(self, z, new_reference):
+        """This learner takes the result z received (``_take``)."""
+        self._take(z, new_reference)
+
+    def send_distance(self):
         """Answer a DIST: ‖w − r‖² of this learner to rank 0 (control)."""
         self.comm.Send(np.array([self.learners.distances()[0]]), 0, DISTANCE, "control")
 
-    def _reply(self):
-        """Answer a REQUEST: this learner's model to rank 0 (balance_reply); async,
-        a violation of this epoch on its way crossed the REQUEST and is the reply."""
-        if self.violated:
-            return
+    def reply(self):
+        """Answer a REQUEST: this learner's model to rank 0 (balance_reply)."""
         self.comm.Send(self._message(), 0, REPLY, "balance_reply")
-        self.pending = self.pending or self.asynchronous  # a member now: the result will come
 
-    def _defer(self, ready, action):
-        """Carry out ``action`` once ``ready()``: now, or when the relayed result
-        it waits for has been taken (``_release``)."""
-        if self._deferred is not None:
-            raise MpisgdError(f"rank {self.rank}: a second message of rank 0 arrived while one waits "
-                              "for a relayed result")
-        self._deferred = (ready, action)
-        self._release()
-
-    def _release(self):
-        """Carry out the deferred action if what it waits for has come."""
-        if self._deferred is not None and self._deferred[0]():
-            action, self._deferred = self._deferred[1], None
-            action()
-
-    def send_violation_async(self):
+    def send_violation(self):
         """Follower, async: Isend this rank's model (or, without violation
         models, an empty message) as a violation tagged with its epoch."""
-        self._prune_sends()  # never wait here: rank 0 may be waiting for this rank's reply
+        self.prune_sends()  # never wait here: rank 0 may be waiting for this rank's reply
         buf = self._message() if self.violation_models else np.empty(0, dtype=np.uint8)
         self._isend(buf, 0, VIOLATION_ASYNC + self.epoch % EPOCHS, "violation")
-        self.pending = self.violated = True
 
     def send_done(self):
         """Follower, async: tell rank 0 this rank has learned its last round (of the run or before a cut)."""
@@ -772,26 +783,20 @@ class MPITransport:
         """Follower, async: ask rank 0 for a cut, this rank having been signalled to stop."""
         self._isend(_int64(STOP), 0, COMMAND, "control")
 
-    # -- async: pacing, the bound on the round skew (every rank) ------------------
+    # -- async: barriers and agreements of every rank ---------------------------------
 
-    def start_pace(self):
-        """Async, at a pace round jR: this rank's part of the pacing barrier of
-        round jR (control: one message, no bytes)."""
-        self._pace = self._pacing.Ibarrier("control")
+    def pace_barrier(self):
+        """Async: this rank's part of a pacing barrier (control: one message, no
+        bytes), on the pacing communicator; returns its request."""
+        return self._pacing.Ibarrier("control")
 
-    def paced(self):
-        """Whether every rank has reached the round of the pacing barrier this
-        rank started last (True when none is open). Never waits."""
-        if self._pace is not None and self._pacing.test(self._pace):
-            self._pace = None
-        return self._pace is None
+    def paced(self, barrier):
+        """Whether the pacing ``barrier`` has completed (never waits)."""
+        return self._pacing.test(barrier)
 
-    def end_pace(self):
-        """At the end of the run or at a cut, after FINISH (every rank has started
-        every pacing barrier before it): complete the last one."""
-        if self._pace is not None:
-            self._pacing.wait(self._pace)
-            self._pace = None
+    def wait_pace(self, barrier):
+        """Complete the pacing ``barrier``."""
+        self._pacing.wait(barrier)
 
     def close(self):
         """After the run's last pacing barrier: free the pacing communicator."""
@@ -799,94 +804,55 @@ class MPITransport:
             self._pacing.comm.Free()
             self._pacing = None
 
-    # -- async: the consistent cut of a checkpoint (every rank) -------------------
-
-    def start_cut(self):
-        """Rank 0: CUT to every follower, and this rank's part of the agreement
-        on the cut's round (the largest round any learner has done). Not while
-        this rank's full sync is in flight (the caller asks again later): its
-        relayed FULLSYNC could reach a follower after the CUT, which would then
-        join the two collectives in the other order."""
-        if self._full_sync is not None:
-            return
+    def send_cut(self):
+        """Rank 0, async: CUT to every follower."""
         for i in range(1, self.k):
             self._isend(_int64(CUT), i, COMMAND, "control")
-        self._join_cut()
 
-    def _join_cut(self):
-        if self._full_sync is not None:  # its collectives before the cut's, in the same order on every rank
-            _wait(self._full_sync)
+    def agree_round(self):
+        """Async: this rank's part of the agreement on a cut's round, the largest
+        round any learner has done (``at``); returns (request, agreed)."""
         agreed = np.zeros(1, dtype=np.int64)
-        self._cut = (self.comm.Iallreduce(_int64(self.at), agreed, MPI.MAX, "control"), agreed)
+        return self.comm.Iallreduce(_int64(self.at), agreed, MPI.MAX, "control"), agreed
 
-    @property
-    def cutting(self):
-        """Whether a cut is being agreed on or awaits its round."""
-        return self._cut is not None
-
-    def cut_round(self):
-        """The agreed round of the cut under way, or None while the agreement travels."""
-        request, agreed = self._cut
+    def agreed(self, handle):
+        """The round agreed by ``agree_round``'s handle, or None while it travels."""
+        request, agreed = handle
         return int(agreed[0]) if self.comm.test(request) else None
-
-    def end_cut(self):
-        """After the cut's checkpoint: ready for the next one."""
-        self._cut = None
-        self.dones = self.stops = 0
-
-    def serve_until_finish(self):
-        """Follower, async, after its last round: answer rank 0 until FINISH, and
-        until the result of its resolution, if one is still being relayed, is taken."""
-        while self.poll() != FINISH:
-            os.sched_yield()  # a waiting rank leaves its core to the ranks that must progress
-        while self.pending:
-            self.poll()
-            os.sched_yield()
-        if self._full_sync is not None:
-            _wait(self._full_sync)
-        self.complete_sends()
 
     # -- rank 0, async ---------------------------------------------------------------
 
-    def own_violation(self):
-        """Rank 0, async: its own violation, as (0, epoch, model or None)."""
-        self.pending = True
-        return 0, self.epoch % EPOCHS, self._sent(self._model()) if self.violation_models else None
+    def own_model(self):
+        """Rank 0, async: its own violation's model, remembered as sent (None without violation models)."""
+        return self._sent(self._model()) if self.violation_models else None
 
     def collect(self):
-        """Rank 0, async: the violations (src, epoch, model; None from an empty message) that have arrived;
-        DONE and STOP notices are counted in ``dones`` and ``stops``."""
-        out = []
+        """Rank 0, async: the messages of the followers that have arrived, until
+        one a pending fetch or distances awaits: violations (src, epoch, model;
+        None from an empty message) and the codes of DONE and STOP notices."""
+        violations, notices = [], []
         while True:
             found = self.comm.probe(MPI.ANY_SOURCE, MPI.ANY_TAG, block=False)
             if found is None:
-                return out
+                return violations, notices
             src, tag = found
             if tag >= VIOLATION_ASYNC:
                 buf, _s, _t = self.comm.recv_bytes_message(src, tag, "violation")
-                out.append((src, tag - VIOLATION_ASYNC, self.learners.decode(buf) if len(buf) else None))
+                violations.append((src, tag - VIOLATION_ASYNC, self.learners.decode(buf) if len(buf) else None))
             elif tag == COMMAND:
                 cmd = np.empty(1, dtype=np.int64)
                 self.comm.Recv(cmd, src, COMMAND, "control")
                 code = int(cmd[0])
                 if code not in (DONE, STOP):
                     raise MpisgdError(f"rank 0: unexpected command {code} from rank {src}")
-                if code == DONE:
-                    self.dones += 1
-                else:
-                    self.stops += 1
+                notices.append(code)
             elif tag in (REPLY, DISTANCE):
-                return out  # awaited by a pending fetch or distances: taken there
+                return violations, notices  # awaited by a pending fetch or distances: taken there
             else:
                 raise MpisgdError(f"rank 0: unexpected message tag {tag} from rank {src}")
 
-    def current(self, src, epoch):
-        """A violation is current when its sender had received every result
-        sent to it: otherwise a resolution has included the sender since."""
-        return epoch == self.results_sent[src] % EPOCHS
-
-    def finish(self):
-        """Rank 0, async: release the followers from their final serving loop."""
+    def send_finish(self):
+        """Rank 0, async: release the followers from their final serving loop (FINISH)."""
         for i in range(1, self.k):
             self.comm.Send(_int64(FINISH), i, COMMAND, "control")
         self.complete_sends()
@@ -993,7 +959,6 @@ class _Replies:
             if i == 0:  # rank 0's own answer, remembered as sent like any reply
                 if tag == REPLY:
                     self.out[row] = transport._sent(transport._model())
-                    transport.pending = transport.pending or transport.asynchronous  # a member now: the result will come
                 else:
                     self.out[row] = transport.learners.distances()[0]
             else:

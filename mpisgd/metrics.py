@@ -72,6 +72,12 @@ class Timeline:
         self.rows.append((int(round), int(cumulative_errors), float(cumulative_loss), sum(nbytes), *nbytes,
                           float(seconds)))
 
+    def state_dict(self):
+        return {"rows": self.as_array()}
+
+    def load_state_dict(self, state):
+        self.rows = Timeline.from_array(state["rows"]).rows
+
     def as_array(self):
         """float64 (rows, len(COLUMNS)), for gathering over ranks and checkpoints."""
         return np.array(self.rows, dtype=np.float64).reshape(len(self.rows), len(self.COLUMNS))

@@ -121,17 +121,32 @@ def _holder(text):
         return "its host and PID not written yet"
 
 
-def start_train_run(out, overwrite, shards=(), test=None):
+def start_train_run(out, overwrite, resume=None, shards=(), test=None):
     """Rank 0 before ``mpisgd train`` learns, holding out's ``RunLock``:
-    refuse an ``out`` holding a finished run (unless ``overwrite``), shards
-    preprocessed differently, and a ``test`` set that is not one for them
-    (``evaluation.check_test_set``); remove what an unfinished run left of
-    its outputs (``file_set``'s staging directories). Returns the shards'
-    preprocessing record."""
+    refuse an ``out`` holding a finished run (unless ``overwrite`` or
+    ``resume``) or the checkpoints of one (unless ``overwrite``, which
+    removes them, or ``resume`` from them: a new run's checkpoints would
+    prune them), shards preprocessed differently, and a ``test`` set that is
+    not one for them (``evaluation.check_test_set``); remove what an
+    unfinished run left of its outputs (``file_set``'s staging
+    directories). Returns the shards' preprocessing record."""
+    from mpisgd.checkpoint import SUBDIR, complete
     from mpisgd.data.shard import preprocessing_of
     from mpisgd.evaluation import check_test_set
 
-    refuse_to_replace(out, overwrite, files=(TRAIN_PROOF,), allow="--overwrite (or --resume)")
+    refuse_to_replace(out, overwrite or resume, files=(TRAIN_PROOF,), allow="--overwrite (or --resume)")
+    checkpoints = os.path.join(out, SUBDIR)
+    found = complete(checkpoints)
+    here = os.path.realpath(out)
+    inside = resume is not None and os.path.commonpath([os.path.realpath(resume), here]) == here
+    if found and not inside:
+        if not overwrite:
+            raise MpisgdError(f"--out {out} holds the checkpoints of an earlier run (newest {found[-1][1]}), which "
+                              f"this run's would replace: pass --resume {out} to go on from them, --overwrite to "
+                              "remove them, or choose another --out")
+        print(f"mpisgd train: --overwrite: removing the checkpoints of an earlier run in {checkpoints}",
+              file=sys.stderr, flush=True)
+        shutil.rmtree(checkpoints)
     preprocessing = preprocessing_of(shards)
     if test is not None:
         check_test_set(test, preprocessing)

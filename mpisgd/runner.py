@@ -7,6 +7,9 @@ loss and error charged, then learned from. The run lasts T rounds, T the
 longest stream; a shorter stream stops learning after its last row but its
 learner keeps taking part in every check and sync (docs/WIRE.md).
 
+One loop runs every mode (``Run._rounds``): learn up to the next stop, the
+mode's step there, a timeline row, a checkpoint; how each goes is the
+mode's (``mpisgd.protocol.rounds``: ``Lockstep``, ``AsyncRounds``).
 Modes of the dynamic protocol (docs/RUNNING.md; the other protocols have one):
 
 - ``async``, the default: only violations and their resolutions
@@ -43,11 +46,13 @@ report.json and timeline.csv when given an output directory.
 A run can checkpoint at the end of a round (``mpisgd.checkpoint``) and
 resume from one: the learners' state, the stream position, the counters and
 timers, the timeline, (sync mode) the agreed check awaiting its resolution
-and, on rank 0, the coordinator's counter, statistics and random generator.
-In sync mode the resumed run ends exactly as the uninterrupted one. In async
-mode the ranks first make a consistent cut at one round (``_cut``): every
-rank learns up to it, stops there, and rank 0 resolves or drops every
-violation sent until then (``_quiesce``, as at the end of the run); rounds of
+and, on rank 0, the coordinator's counter, statistics and random generator
+(``Run.state_dict``, each object's own ``state_dict``). In sync mode the
+resumed run ends exactly as the uninterrupted one. On another number of
+ranks the rows left are dealt again (``checkpoint.elastic``). In async
+mode the ranks first make a consistent cut at one round (``AsyncRounds.cut``):
+every rank learns up to it, stops there, and rank 0 resolves or drops every
+violation sent until then (``AsyncRounds.quiesce``, as at the end of the run); rounds of
 --checkpoint-every are known to all, a time-based or signalled checkpoint's
 round is agreed on when rank 0 asks (the largest round any rank has done).
 """
@@ -62,7 +67,7 @@ from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
 from mpisgd.engine import Engine
-from mpisgd.protocol import (SHARED, AsyncCoordinator, Pilot, ProtocolConfig, Schedule, check_hierarchy_learner,
+from mpisgd.protocol import (SHARED, Pilot, ProtocolConfig, Schedule, check_hierarchy_learner, rounds_of,
                              warm_up_protocol)
 
 
@@ -119,11 +124,14 @@ class Run:
     every rank (members: the balancing set, on rank 0; else None).
     ``checkpointer``: a ``mpisgd.checkpoint.Checkpointer`` (either mode);
     ``resume``: a directory to resume from (``checkpoint.choose``), checked
-    against ``fingerprint`` (``checkpoint.fingerprint``).
+    against ``fingerprint`` (``checkpoint.fingerprint``); ``streams(k, l)``:
+    the RowSource of learner l of k as the run's data deals them at first,
+    from which a resume on another number of ranks deals the rows left
+    (``stream``, ``mpisgd.data.rows.DealtSource``).
     """
 
     def __init__(self, comm, source, config, progress=None, observer=None, checkpointer=None, resume=None,
-                 fingerprint=None):
+                 fingerprint=None, streams=None):
         from mpisgd.comm import CountingComm, MPITransport, NodeTransport, node_communicators
         from mpisgd.learners import OnlineLearners
 
@@ -140,7 +148,11 @@ class Run:
                               "do not support fda yet")
         self.checkpointer = checkpointer
         self.resume, self.fingerprint = resume, fingerprint
-        self.resumed = None  # (round directory, t) when resumed
+        self.resumed = None  # (round directory, t, the checkpoint's ranks) when resumed
+        self.streams = streams
+        # this rank's rows: from round `first` on, rows [a, b) of the streams [k, l, a, b, n] of `parts`,
+        # stream l of k (with n rows) as the data deals them at first
+        self.stream = {"first": 0, "parts": [[self.size, self.rank, 0, int(source.n_rows), int(source.n_rows)]]}
         self._check_inputs()
         self.learners = OnlineLearners(1, source.n_features, **config.learner,
                                        directions=config.protocol.directions)
@@ -197,8 +209,11 @@ class Run:
 
     # -- learning ---------------------------------------------------------------
 
-    def _learn(self, stop):
-        """Learn this rank's rows up to round ``stop`` (those that exist)."""
+    def learn(self, stop):
+        """Learn this rank's rows up to round ``stop`` (those that exist; with
+        ``central`` rank 0 alone learns)."""
+        if self.central and self.rank != 0:
+            return
         start = time.perf_counter()
         io_before = self.source.io_seconds
         want = self.source.rows_until(stop) - self.rows_done
@@ -223,7 +238,7 @@ class Run:
             want -= m
         self.compute_seconds += time.perf_counter() - start - (self.source.io_seconds - io_before)
 
-    def _learn_until_violation(self, t, stop):
+    def learn_until_violation(self, t, stop):
         """Async: learn rounds (t, stop] through the check points at which this
         learner meets its local condition, one kernel call per block of rows
         (``OnlineLearners.learn_until_violation``): a quiet check costs no
@@ -279,19 +294,19 @@ class Run:
             self.engine.end_pilot(self.world, self.pilot.statistics()[0], self.config.learner)
             self.pilot = None
 
-    def _tell_progress(self, transport, t):
+    def tell_progress(self, t):
         """What this rank has done, for the agreements that use it: its rounds
         (an async cut's round, --budget) and the non-zeros it learned (--budget)."""
-        transport.at, transport.entries = t, self.entries_done
+        self.transport.at, self.transport.entries = t, self.entries_done
 
     # -- protocol steps (sync mode) -----------------------------------------------------
 
-    def _check(self, t):
+    def check(self, t):
         """The check point after round t (sync mode)."""
         if self.observer is not None:
             self.observer.before(t, self)
         if self.transport is not None:
-            self._tell_progress(self.transport, t)
+            self.tell_progress(t)
         self.members = self.engine.check(t)
         if self.observer is not None:
             self.observer.after(t, self, self.members if self.rank == 0 else None)
@@ -322,13 +337,13 @@ class Run:
         self.source.warm_up()
         warm_up_protocol(self.config.protocol, self.config.learner)
         wall = self._wall_start = time.perf_counter()
-        rounds = self.source.rounds if (self.rank == 0 or not self.central) else 0
+        learning = self.rank == 0 or not self.central
         t = 0
         if self.resume is None:
-            T = self.world.rows_allreduce(rounds)
-        else:
-            T = self.comm.max_meta(rounds)  # counted once, by the interrupted run
-            t = checkpoint.restore(self, T)
+            T = self.world.rows_allreduce(self.source.rounds if learning else 0)
+        else:  # T counted once, by the interrupted run; its rows perhaps dealt again
+            t = checkpoint.restore(self)
+            T = self.comm.max_meta(self.source.rounds if learning else 0)
         self.T = T
         self.coordinator.horizon = T * self.size  # --budget: every learner's rounds
         if self.config.protocol.auto and self.coordinator.delta is None and T > 0:
@@ -336,126 +351,37 @@ class Run:
             if self._pilot_values is not None:
                 self.pilot.parts[0] = [self._pilot_values]
         loop = self._loop_start = time.perf_counter()
-        if self.asynchronous:
-            self._run_async(T, t)
-        else:
-            self._run_sync(T, t)
+        self._rounds(T, t)
         self.loop_seconds = time.perf_counter() - loop + self.times_before["loop"]
         self.coef, self.intercept = self._final_sync()
         self.wall_seconds = time.perf_counter() - wall + self.times_before["wall"]
         return self.coef, self.intercept
 
-    def _run_sync(self, T, t=0):
+    def _rounds(self, T, t=0):
+        """The rounds from t to T, in one loop for every mode: learn up to the
+        next stop, the mode's step there (a check point; async: the answers
+        to rank 0 and the waits), a timeline row, a checkpoint; at the end the
+        mode settles (``mpisgd.protocol.rounds``)."""
         schedule = Schedule(self.config.protocol, self.size, T, self.config.timeline_every)
-        learning = self.rank == 0 or not self.central
+        rounds = self.rounds = rounds_of(self.config.protocol, self.size)(self, schedule)
         ck = self.checkpointer
         while t < T:
-            stop = schedule.next_stop(t, pilot=self.pilot is not None)
-            if ck is not None:
-                stop = min(stop, ck.next_stop(t) or T)
-            if learning:
-                self._learn(stop)
-            t = stop
-            self._end_pilot(t)
-            if schedule.is_check(t):
-                self._check(t)
+            t = rounds.learn(t, rounds.next_stop(t))
+            self._end_pilot(t)  # async: before round P nobody violates, nothing is in flight
+            rounds.step(t)
             if schedule.is_record(t):
                 self._record(t)
-            if ck is not None and t < T and ck.due(t):
-                ck.save(t, *checkpoint.state(self, t))
+            if t < T and rounds.checkpoint_due(t):
+                rounds.cut(t)  # async: every rank at round t, nothing in flight
+                ck.save(t, self.state_dict(t))
                 ck.exit_if_stopping()  # on SIGTERM: every rank ends here (checkpoint.Stopped)
             if self.progress is not None and self.rank == 0:
                 self.progress(t, T)
         if T == 0:
             self._record(0)
-        self.engine.settle(T)  # the last check begun
+        rounds.end(T)
 
-    def _run_async(self, T, t=0):
-        """Dynamic protocol without lock-step (module docstring, docs/RUNNING.md)."""
-        schedule = Schedule(self.config.protocol, self.size, T, self.config.timeline_every)
-        poll = self.config.poll_rows
-        tr = self.transport
-        staleness = self.config.staleness
-        coordinator = AsyncCoordinator(self.coordinator, tr) if self.rank == 0 else None
-        ck = self.checkpointer
-        told = False  # a signalled follower has told rank 0
-
-        def answer(t):  # whatever rank 0 needs or has sent, without waiting
-            nonlocal told
-            self._tell_progress(tr, t)
-            if coordinator is not None:
-                coordinator.progress(t)
-                if ck is not None and t < T and not tr.cutting and (ck.signalled or tr.stops or ck.late()):
-                    tr.start_cut()  # a checkpoint is due: agree on the round of a cut (once no full sync is in flight)
-            else:
-                tr.poll()
-                if ck is not None and ck.signalled and not told:
-                    tr.send_stop()
-                    told = True
-
-        cut = None  # the agreed round of the next cut
-        violated = None  # the round of this learner's unresolved violation, or at which it joined a resolution
-        rate = None  # rounds per second of this rank's last block (its polls come every ~poll_seconds)
-        while t < T:
-            stop = min(schedule.next_stop(t, protocol=False, pilot=self.pilot is not None, pace=True),
-                       (t // poll + 1) * poll)
-            if rate is not None:  # a slow rank answers within poll_seconds, not poll_rows of its rounds
-                stop = min(stop, t + max(1, int(rate * self.config.poll_seconds)))
-            if ck is not None and ck.every:
-                stop = min(stop, (t // ck.every + 1) * ck.every)
-            if cut is not None:
-                stop = min(stop, cut)
-            began, before = time.perf_counter(), t
-            if tr.pending:  # no own checks until the resolution arrives
-                if violated is not None:
-                    stop = min(stop, max(t + 1, violated + staleness))
-                self._learn(stop)
-                t = stop
-            else:
-                t, violating = self._learn_until_violation(t, stop)
-                if violating:
-                    if coordinator is not None:
-                        coordinator.violate(tr.own_violation())
-                    else:
-                        tr.send_violation_async()
-                    violated = t
-            elapsed = time.perf_counter() - began
-            if elapsed > 0:
-                rate = (t - before) / elapsed
-            self._end_pilot(t)  # before round P nobody violates: nothing is in flight
-            answer(t)
-            # Leave the core at each block's end: with more ranks than cores the ranks a resolution
-            # waits for (rank 0, a fetched member) run sooner; a rank with a core of its own goes on at once.
-            os.sched_yield()
-            if tr.pending and violated is None:  # fetched into a resolution (or a full sync) meanwhile
-                violated = t
-            if violated is not None and tr.pending and t - violated >= staleness:
-                self._wait(lambda: not tr.pending, answer, t)  # bounded staleness: the resolution first
-            if not tr.pending:
-                violated = None
-            if schedule.is_pace(t):  # a pace round: every rank must have reached the last one
-                self._wait(tr.paced, answer, t)
-                tr.start_pace()
-            if tr.cutting and cut is None:  # stop until the cut's round is agreed (≥ every rank's)
-                while (cut := tr.cut_round()) is None:
-                    answer(t)
-                    os.sched_yield()
-            if schedule.is_record(t):
-                self._record(t)
-            if t < T and (t == cut or (ck is not None and ck.every and t % ck.every == 0)):
-                self._cut(t, coordinator)
-                cut, violated = None, None
-            if self.progress is not None and self.rank == 0:
-                self.progress(t, T)
-        if T == 0:
-            self._record(0)
-        self._quiesce(T, coordinator)
-        while tr.cutting and tr.cut_round() is None:  # a cut asked for too late: the run is over
-            pass
-        tr.close()
-        self.members = coordinator.members if coordinator is not None else None
-
-    def _wait(self, done, answer, t):
+    def wait(self, done, answer, t):
         """Async: answer rank 0 (on rank 0: resolve) until ``done()``; counted as waiting."""
         start = time.perf_counter()
         while not done():
@@ -463,34 +389,53 @@ class Run:
             os.sched_yield()  # a waiting rank leaves its core to the ranks that must progress
         self.waiting_seconds += time.perf_counter() - start
 
-    def _quiesce(self, t, coordinator):
-        """Async, every rank at round t: rank 0 resolves (or drops) every
-        violation sent until then, and every result is taken; followers tell
-        rank 0 they are done (DONE) and serve until it releases them (FINISH)."""
-        tr = self.transport
-        self._tell_progress(tr, t)
-        if coordinator is None:
-            tr.send_done()
-            tr.serve_until_finish()
-        else:
-            while tr.dones < self.size - 1 or not coordinator.idle:
-                coordinator.progress(t)
-                os.sched_yield()  # as every wait: the followers it waits for may need this core
-            tr.finish()
-        tr.end_pace()  # every rank has said DONE: it started every pacing barrier before round t
+    # -- checkpoints (mpisgd.checkpoint) ------------------------------------------------
 
-    def _cut(self, t, coordinator):
-        """Async: a consistent cut at round t, every rank there; checkpoint, and
-        stop (``checkpoint.Stopped``) if any rank was signalled."""
-        tr, ck = self.transport, self.checkpointer
-        self._quiesce(t, coordinator)
-        if tr.cutting:  # a cut agreed on the same round as --checkpoint-every's
-            while tr.cut_round() is None:
-                pass
-        tr.end_cut()
-        ck.agree_stop(t)
-        ck.save(t, *checkpoint.state(self, t))
-        ck.exit_if_stopping()
+    def state_dict(self, t):
+        """This rank's state after round t, by owner: everything the rest of
+        the run depends on. Sync mode: the check begun last is agreed on
+        first, so that nothing is in flight; its resolution still waits for
+        its check point. Async mode: taken at a cut, after every violation
+        was resolved or dropped and every result taken."""
+        self.checkpoints.agree(self.transport)
+        self.transport.complete_sends()
+        now, before = time.perf_counter(), self.times_before
+        run = {"round": int(t), "rows_done": self.rows_done, "entries_done": self.entries_done, "stream": self.stream,
+               "times": {"compute": self.compute_seconds, "waiting": self.waiting_seconds,
+                         "io": self.source.io_seconds + before["io"], "wall": now - self._wall_start + before["wall"],
+                         "loop": now - self._loop_start + before["loop"],
+                         "checkpoint": self.checkpointer.time + before["checkpoint"]}}
+        if self.pilot is not None:  # --delta auto, the pilot not over yet: its rows so far
+            parts = self.pilot.parts[0]
+            run["pilot_values"] = np.concatenate(parts) if parts else np.zeros(0)
+        return {"run": run, "learners": self.learners.state_dict(), "comm": self.comm.state_dict(),
+                "transport": self.transport.state_dict(), "check": self.checkpoints.state_dict(),
+                "coordinator": self.coordinator.state_dict(), "timeline": self.timeline.state_dict()}
+
+    def load_state_dict(self, state):
+        """Go on from ``state_dict``'s state (of this rank, or dealt again
+        for this rank by ``checkpoint.elastic``): this rank's stream from its
+        round on."""
+        run = state["run"]
+        for name in ("learners", "comm", "transport", "coordinator", "timeline"):
+            getattr(self, name).load_state_dict(state[name])
+        self.checkpoints.load_state_dict(state["check"])
+        self.rows_done, self.entries_done = int(run["rows_done"]), int(run["entries_done"])
+        times = run["times"]
+        self.compute_seconds, self.waiting_seconds = times["compute"], times["waiting"]
+        self.times_before = {k: times[k] for k in self.times_before}
+        self._pilot_values = run.get("pilot_values")
+        if run["stream"] != self.stream:  # dealt again by an elastic resume (now or before)
+            from mpisgd.data.rows import DealtSource
+
+            if self.streams is None:
+                raise MpisgdError("resume: this rank's rows were dealt again, and the run cannot rebuild streams")
+            self.source.close()
+            self.source = DealtSource([(self.streams(k, l), a, b) for k, l, a, b, _n in run["stream"]["parts"]],
+                                      run["stream"]["first"], self.source.n_features)
+            self.stream = run["stream"]
+        if self.rank == 0 or not self.central:
+            self.source.seek(int(run["round"]))
 
     # -- report -----------------------------------------------------------------------------
 
@@ -556,7 +501,7 @@ class Run:
                 "every": ck.every if ck is not None else 0,
                 "seconds": ck.seconds if ck is not None else 0.0,
                 "written": ck.written if ck is not None else 0,
-                "resumed_from": ({"directory": self.resumed[0], "round": self.resumed[1]}
+                "resumed_from": ({"directory": self.resumed[0], "round": self.resumed[1], "ranks": self.resumed[2]}
                                  if self.resumed is not None else None),
             }
         return report
@@ -598,18 +543,18 @@ def _one_blas_thread():
 
 
 def train(comm, source, config, out_dir=None, progress=None, observer=None, extra=None, checkpointer=None,
-          resume=None, fingerprint=None, complete=None):
+          resume=None, fingerprint=None, complete=None, streams=None):
     """Run distributed online learning; returns (run, report) with the report
     on rank 0 only (None elsewhere). Writes outputs when ``out_dir`` is given
     (``complete``: see ``Run.write_outputs``). ``checkpointer``, ``resume``,
-    ``fingerprint``: see ``Run``."""
+    ``fingerprint``, ``streams``: see ``Run``."""
     with _one_blas_thread():
         run = Run(comm, source, config, progress=progress, observer=observer, checkpointer=checkpointer,
-                  resume=resume, fingerprint=fingerprint)
+                  resume=resume, fingerprint=fingerprint, streams=streams)
         try:
             run.run()
         finally:
-            source.close()
+            run.source.close()
     report = run.report(extra)
     if out_dir is not None and run.rank == 0:
         run.write_outputs(out_dir, report, config.learner.get("loss", "log"), complete)

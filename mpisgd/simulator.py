@@ -449,7 +449,7 @@ class SimTransport:
 
     def pace(self):
         """Default mode, at a pace round: every rank waits for the previous pacing
-        barrier and enters the next (``MPITransport.start_pace``): one message of
+        barrier and enters the next (``AsyncLearner.start_pace`` over ``MPITransport.pace_barrier``): one message of
         no bytes per rank (control)."""
         self.end_pace()
         self._paced += 1

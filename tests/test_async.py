@@ -23,7 +23,7 @@ def _setup(delta, augmentation="random-one"):
 
     from mpisgd.comm import CountingComm, MPITransport
     from mpisgd.learners import OnlineLearners
-    from mpisgd.protocol import AsyncCoordinator, Coordinator, ProtocolConfig
+    from mpisgd.protocol import AsyncCoordinator, AsyncLearner, Coordinator, ProtocolConfig
 
     comm = MPI.COMM_WORLD.Dup()
     steps = MPI.COMM_WORLD.Dup()  # the test's own barriers and checks
@@ -33,7 +33,8 @@ def _setup(delta, augmentation="random-one"):
     co = Coordinator(config, comm.Get_size())
     tr = MPITransport(CountingComm(comm), learners, asynchronous=True,
                       violation_models=not config.syncs_every_violation(co.k))  # as the runner makes it
-    return comm, steps, learners, tr, AsyncCoordinator(co, tr) if tr.coordinating else None
+    me = AsyncLearner(tr)  # this rank's side of the async mode
+    return comm, steps, learners, tr, me, AsyncCoordinator(co, me) if tr.coordinating else None
 
 
 def _model(learners):
@@ -53,15 +54,15 @@ def _step(learners, w):
     learners.steps[0] += 1
 
 
-def _resolve(tr, coordinator, steps):
+def _resolve(me, coordinator, steps):
     """Rank 0 resolves until a resolution has ended and nothing is left; the
     followers answer until rank 0 releases them (FINISH)."""
     if coordinator is not None:
         while coordinator.members is None or not coordinator.idle:
             coordinator.progress(1)
-        tr.finish()
+        coordinator.finish()
     else:
-        tr.serve_until_finish()
+        me.serve_until_finish()
     return steps.bcast(coordinator.members if coordinator is not None else None, root=0)
 
 
@@ -71,7 +72,7 @@ def _all(steps, flag):
 
 
 def test_balancing_keeps_the_mean_and_the_progress_made_meanwhile():
-    comm, steps, learners, tr, coordinator = _setup(delta=1.0)
+    comm, steps, learners, tr, me, coordinator = _setup(delta=1.0)
     rank, k = comm.Get_rank(), comm.Get_size()
     rng = np.random.default_rng(rank)
     w = 0.01 * rng.standard_normal(N + 1)
@@ -79,13 +80,13 @@ def test_balancing_keeps_the_mean_and_the_progress_made_meanwhile():
         w[0] = 1.8  # ‖w − r‖² ≈ 3.2 > Δ; with one more learner the mean is within Δ
     _set(learners, w)
     if rank == 1:
-        tr.send_violation_async()
+        me.violate()
     sent = _model(learners)
     steps.Barrier()
     meanwhile = 0.05 * np.random.default_rng(10 + rank).standard_normal(N + 1)  # steps while it is resolved
     _step(learners, sent + meanwhile)
     before = steps.allgather(_model(learners))
-    members = _resolve(tr, coordinator, steps)
+    members = _resolve(me, coordinator, steps)
     after = np.array(steps.allgather(_model(learners)))
     before = np.array(before)
     # the mean over the balancing set of the current models is kept
@@ -104,7 +105,7 @@ def test_balancing_keeps_the_mean_and_the_progress_made_meanwhile():
         assert (balanced ** 2).sum() <= 1.0
         outside = [i for i in range(k) if i not in members]
         np.testing.assert_array_equal(after[outside], before[outside])  # nobody else was touched
-    assert all(_all(steps, not tr.pending and not tr._sends))
+    assert all(_all(steps, not me.pending and not tr._sends))
     steps.Free()
     comm.Free()
 
@@ -113,20 +114,20 @@ def test_a_violation_that_crosses_a_balance_request_is_the_reply():
     """Rank 0's resolution asks for models; rank 1 violates before it has seen
     the request. Its violation is its reply: rank 1 sends no reply, and the
     balanced model is the mean of the models sent, its violation's included."""
-    comm, steps, learners, tr, coordinator = _setup(delta=1e-6)  # every balancing grows to everyone
+    comm, steps, learners, tr, me, coordinator = _setup(delta=1e-6)  # every balancing grows to everyone
     rank, k = comm.Get_rank(), comm.Get_size()
     _set(learners, np.full(N + 1, 0.1 * (rank + 1)))
     sent = _model(learners)
     if coordinator is not None:
-        coordinator.violate(tr.own_violation())
+        coordinator.violate()
         coordinator.progress(1)  # the resolution starts: it asks for a model
     steps.Barrier()
     if rank == 1:
-        tr.send_violation_async()  # sent before rank 1 has seen a request
+        me.violate()  # sent before rank 1 has seen a request
     steps.Barrier()
-    members = _resolve(tr, coordinator, steps)
+    members = _resolve(me, coordinator, steps)
     assert members == list(range(k))
-    ok = not tr.pending and not tr.violated  # rank 1's violation was answered by the new reference
+    ok = not me.pending and not me.violated  # rank 1's violation was answered by the new reference
     if rank == 1:
         ok = ok and _count(tr, "sent", "balance_reply") == 0 and _count(tr, "sent", "violation") == 1
     if coordinator is not None:
@@ -145,22 +146,22 @@ def test_a_violation_overtaken_by_a_full_sync_is_dropped():
     """Rank 0's own violation forces a full sync; rank 1 violates before it has
     seen FULLSYNC. The full sync includes rank 1's model, so its violation is
     stale when rank 0 gets it: dropped, not resolved again."""
-    comm, steps, learners, tr, coordinator = _setup(delta=1e-6)
+    comm, steps, learners, tr, me, coordinator = _setup(delta=1e-6)
     rank, k = comm.Get_rank(), comm.Get_size()
     _set(learners, np.full(N + 1, float(rank)))
     if coordinator is not None:
         coordinator.coordinator.counter = k  # the violation counter is due: the next violation forces a full sync
-        coordinator.violate(tr.own_violation())
+        coordinator.violate()
         coordinator.progress(1)
     steps.Barrier()
     if rank == 1:
-        tr.send_violation_async()  # sent before rank 1 has seen FULLSYNC
+        me.violate()  # sent before rank 1 has seen FULLSYNC
     steps.Barrier()
-    members = _resolve(tr, coordinator, steps)
+    members = _resolve(me, coordinator, steps)
     assert members == list(range(k))
     models = np.array(steps.allgather(_model(learners)))
     np.testing.assert_allclose(models, np.full(models.shape, (k - 1) / 2), atol=1e-12)
-    ok = not tr.pending and not tr.violated and tr._full_sync is None
+    ok = not me.pending and not me.violated and tr._full_sync is None
     if coordinator is not None:
         stats = coordinator.coordinator.stats
         ok = ok and stats.violations == 1 and stats.full_syncs["forced"] == 1 and sum(stats.full_syncs.values()) == 1
@@ -171,20 +172,20 @@ def test_a_violation_overtaken_by_a_full_sync_is_dropped():
 
 
 def test_forced_full_sync_is_nonblocking_and_keeps_progress():
-    comm, steps, learners, tr, coordinator = _setup(delta=1e-6)
+    comm, steps, learners, tr, me, coordinator = _setup(delta=1e-6)
     rank, k = comm.Get_rank(), comm.Get_size()
     if coordinator is not None:
         coordinator.coordinator.counter = k  # the violation counter is due: the next violation forces a full sync
     _set(learners, np.full(N + 1, float(rank)))
     if rank == 1:
-        tr.send_violation_async()
+        me.violate()
     steps.Barrier()
-    members = _resolve(tr, coordinator, steps)
+    members = _resolve(me, coordinator, steps)
     assert members == list(range(k))
     models = np.array(steps.allgather(_model(learners)))
     mean = np.full(N + 1, (k - 1) / 2)
     np.testing.assert_allclose(models, np.broadcast_to(mean, models.shape), atol=1e-12)
-    ok = not tr.pending and tr._full_sync is None
+    ok = not me.pending and tr._full_sync is None
     if coordinator is not None:
         ok = ok and coordinator.coordinator.stats.full_syncs["forced"] == 1
     assert all(_all(steps, ok))
@@ -197,16 +198,19 @@ def test_a_fetched_member_awaits_the_result_and_keeps_its_steps():
     no own checks, so the model it sent stays the one the result is computed
     from, and --staleness bounds how far it learns on); the result then keeps
     the steps it made since its reply. Rank 0 answering its own fetch likewise."""
-    comm, steps, learners, tr, coordinator = _setup(delta=1.0)
+    comm, steps, learners, tr, me, coordinator = _setup(delta=1.0)
     rank = comm.Get_rank()
     _set(learners, np.full(N + 1, 0.1 * (rank + 1)))
     sent = _model(learners)
-    handle = tr.start_fetch([0, 1]) if coordinator is not None else None
+    handle = None
+    if coordinator is not None:
+        handle = tr.start_fetch([0, 1])
+        me.join()  # its own model sent: a member, as AsyncCoordinator makes it
     steps.Barrier()
     if rank == 1:
         while tr.last_sent is None:  # until it has answered the request
-            tr.poll()
-    ok = [tr.pending] if rank in (0, 1) else [not tr.pending]
+            me.poll()
+    ok = [me.pending] if rank in (0, 1) else [not me.pending]
     steps.Barrier()
     meanwhile = 0.05 * np.random.default_rng(20 + rank).standard_normal(N + 1)
     if rank in (0, 1):
@@ -217,14 +221,14 @@ def test_a_fetched_member_awaits_the_result_and_keeps_its_steps():
 
         mean = _wait(handle).mean(axis=0)
         tr.send_balanced([0, 1], mean, False)
-        tr.finish()
+        coordinator.finish()
     else:
-        tr.serve_until_finish()
+        me.serve_until_finish()
     after = _model(learners)
     balanced = np.array(steps.allgather(sent))[[0, 1]].mean(axis=0)
     if rank in (0, 1):
         np.testing.assert_allclose(after, balanced + meanwhile, atol=1e-12)
-    ok.append(not tr.pending)
+    ok.append(not me.pending)
     assert all(_all(steps, all(ok)))
     steps.Free()
     comm.Free()
@@ -244,7 +248,7 @@ def test_a_request_that_overtakes_a_relayed_result_waits_for_it():
     asks rank 2 for its model. Rank 2 gets the request first (rank 1 has not
     polled yet): it answers only once it has taken the relayed result, so the
     model it sends is the result."""
-    comm, steps, learners, tr, coordinator = _setup(delta=1.0)
+    comm, steps, learners, tr, me, coordinator = _setup(delta=1.0)
     rank, k = comm.Get_rank(), comm.Get_size()
     _set(learners, np.full(N + 1, 0.1 * (rank + 1)))
     result = learners.weights_z(np.full(N, 0.7), 0.3)
@@ -255,19 +259,19 @@ def test_a_request_that_overtakes_a_relayed_result_waits_for_it():
     ok = True
     if rank == 2:
         while _count(tr, "received", "balance_request") == 0:
-            tr.poll()
+            me.poll()
         ok = _count(tr, "received", "balance_result") == 0 and _count(tr, "sent", "balance_reply") == 0
     steps.Barrier()
     if rank == 1:
         while tr.epoch == 0:
-            tr.poll()
+            me.poll()
         ok = _count(tr, "sent", "balance_result") == 2  # handed on to ranks 2 and 3
     if rank == 2:
         while _count(tr, "sent", "balance_reply") == 0:
-            tr.poll()
+            me.poll()
     if rank > 2:
         while tr.epoch == 0:
-            tr.poll()
+            me.poll()
     if coordinator is not None:
         from mpisgd.comm import _wait
 
@@ -276,12 +280,12 @@ def test_a_request_that_overtakes_a_relayed_result_waits_for_it():
     steps.Barrier()  # every follower has the result: FINISH cannot meet a poll of this test's
     if coordinator is not None:
         tr.send_balanced([2], fetched, False)  # rank 2's resolution ends
-        tr.finish()
+        coordinator.finish()
     else:
-        tr.serve_until_finish()
+        me.serve_until_finish()
     if rank != 0:
         ok = ok and np.allclose(_model(learners), np.append(np.full(N, 0.7), 0.3), atol=1e-12)
-    ok = ok and not tr.pending and tr._deferred is None
+    ok = ok and not me.pending and me._deferred is None
     assert all(_all(steps, ok))
     steps.Free()
     comm.Free()
@@ -294,7 +298,7 @@ def test_a_distance_request_that_overtakes_a_relayed_result_waits_for_it():
     gets the command first (rank 1 has not polled yet): it answers only once it
     has taken the relayed result, so every distance rank 0 gets is that of the
     learner's model with the result in it."""
-    comm, steps, learners, tr, coordinator = _setup(delta=1.0, augmentation="farthest")
+    comm, steps, learners, tr, me, coordinator = _setup(delta=1.0, augmentation="farthest")
     rank, k = comm.Get_rank(), comm.Get_size()
     _set(learners, np.full(N + 1, 0.1 * (rank + 1)))
     if coordinator is not None:
@@ -304,12 +308,12 @@ def test_a_distance_request_that_overtakes_a_relayed_result_waits_for_it():
     ok = True
     if rank == 2:
         while _count(tr, "received", "control") == 0:
-            tr.poll()
+            me.poll()
         ok = _count(tr, "received", "balance_result") == 0 and _count(tr, "sent", "control") == 0
     steps.Barrier()
     if rank != 0:
-        while tr.epoch == 0 or tr._deferred is not None:
-            tr.poll()
+        while tr.epoch == 0 or me._deferred is not None:
+            me.poll()
     distances = None
     if coordinator is not None:
         from mpisgd.comm import _wait
@@ -319,10 +323,10 @@ def test_a_distance_request_that_overtakes_a_relayed_result_waits_for_it():
     ok = ok and distances[rank] == learners.distances()[0]  # the model it holds now, the result's for followers
     steps.Barrier()
     if coordinator is not None:
-        tr.finish()
+        coordinator.finish()
     else:
-        tr.serve_until_finish()
-    ok = ok and not tr.pending and tr._deferred is None
+        me.serve_until_finish()
+    ok = ok and not me.pending and me._deferred is None
     assert all(_all(steps, ok))
     steps.Free()
     comm.Free()
@@ -335,7 +339,7 @@ def test_a_relayed_full_sync_that_overtakes_a_relayed_result_waits_for_it():
     rank 1 before rank 2 has relayed the result: it joins only once it has
     taken it, so the mean is that of every current model, with the result in
     every member's."""
-    comm, steps, learners, tr, coordinator = _setup(delta=1.0)
+    comm, steps, learners, tr, me, coordinator = _setup(delta=1.0)
     rank, k = comm.Get_rank(), comm.Get_size()
     w = np.full(N + 1, 0.1 * (rank + 1))
     _set(learners, w)
@@ -348,11 +352,11 @@ def test_a_relayed_full_sync_that_overtakes_a_relayed_result_waits_for_it():
     ok = True
     if rank == 1:
         while _count(tr, "received", "control") == 0:
-            tr.poll()  # takes FULLSYNC and hands it on to ranks 2 and 3
+            me.poll()  # takes FULLSYNC and hands it on to ranks 2 and 3
     steps.Barrier()
     if rank == 3:
         while _count(tr, "received", "control") == 0:
-            tr.poll()
+            me.poll()
         ok = _count(tr, "received", "balance_result") == 0 and tr._full_sync is None  # waits for the result
     steps.Barrier()
     if coordinator is not None:
@@ -361,14 +365,14 @@ def test_a_relayed_full_sync_that_overtakes_a_relayed_result_waits_for_it():
         _wait(full_sync)
     else:
         while tr.references == 0:
-            tr.poll()
+            me.poll()
     models = np.array(steps.allgather(_model(learners)))
     np.testing.assert_allclose(models, np.broadcast_to(current.mean(axis=0), models.shape), atol=1e-12)
     if coordinator is not None:
-        tr.finish()
+        coordinator.finish()
     else:
-        tr.serve_until_finish()
-    ok = ok and not tr.pending and tr._deferred is None and tr._full_sync is None
+        me.serve_until_finish()
+    ok = ok and not me.pending and me._deferred is None and tr._full_sync is None
     assert all(_all(steps, ok))
     steps.Free()
     comm.Free()
@@ -378,20 +382,20 @@ def test_the_pacing_barrier_holds_a_learner_until_every_rank_has_entered_it():
     """A learner that has entered the pacing barrier of a pace round is paced
     (may go past the next one) only once every rank has entered it; entering
     and testing never wait."""
-    comm, steps, learners, tr, coordinator = _setup(delta=1.0)
+    comm, steps, learners, tr, me, coordinator = _setup(delta=1.0)
     rank = comm.Get_rank()
-    ok = [tr.paced()]  # none open yet
+    ok = [me.paced()]  # none open yet
     if rank != 0:
-        tr.start_pace()
+        me.start_pace()
     steps.Barrier()
     if rank != 0:
-        ok.append(not tr.paced())  # rank 0 has not entered it
+        ok.append(not me.paced())  # rank 0 has not entered it
     steps.Barrier()
     if rank == 0:
-        tr.start_pace()
-    while not tr.paced():
+        me.start_pace()
+    while not me.paced():
         pass
-    ok.append(tr._pace is None)
+    ok.append(me._pace is None)
     assert all(_all(steps, all(ok)))
     tr.close()
     steps.Free()

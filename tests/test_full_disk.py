@@ -6,6 +6,7 @@ The disk is a small tmpfs mounted for the test (needs root, as in CI);
 elsewhere the tests skip and say why.
 """
 
+import json
 import os
 import shutil
 import signal
@@ -68,10 +69,10 @@ def test_checkpoint_on_a_full_disk_keeps_the_previous_one(disk):
         ck = checkpoint.Checkpointer(MPI.COMM_SELF, os.path.join(disk, "checkpoints"), every=1, seconds=0,
                                      poll=1, configuration={"run": 1})
         small = {"w": np.arange(100.0)}
-        ck.save(1, small, {"note": "first"})
+        ck.save(1, {"learners": small, "run": {"note": "first"}})
         fill(disk, leave=8 * 1024)
         with pytest.raises(MpisgdError, match="No space left on device") as err:
-            ck.save(2, {"w": np.arange(200_000.0)}, {"note": "second"})
+            ck.save(2, {"learners": {"w": np.arange(200_000.0)}, "run": {"note": "second"}})
         assert "round-2" in str(err.value)
     finally:
         signal.signal(signal.SIGTERM, old_handler)
@@ -80,8 +81,8 @@ def test_checkpoint_on_a_full_disk_keeps_the_previous_one(disk):
     assert [t for t, _p in checkpoint.complete(directory)] == [1]
     assert checkpoint.candidates(disk)[0].endswith("round-1")
     arrays, attrs = checkpoint.read_rank(checkpoint.rank_file(checkpoint.candidates(disk)[0], 0))
-    np.testing.assert_array_equal(arrays["w"], small["w"])
-    assert attrs["note"] == "first"
+    np.testing.assert_array_equal(arrays["learners/w"], small["w"])
+    assert json.loads(attrs["run.note"]) == "first"
     assert leftovers(disk) == []
 
 

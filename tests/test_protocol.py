@@ -445,19 +445,20 @@ def test_budget_prices_static_by_the_rows_non_zeros():
 
 
 class ScriptedTransport:
-    """Rank 0's async transport for k = 3, where rank 1's violation (epoch 0) comes
-    at the ``arrives``-th ``collect``; records the REQUESTs a fetch sends."""
+    """Rank 0's async transport for k = 3 (rank 0's own violation: ``own``), where rank 1's
+    violation (epoch 0) comes at the ``arrives``-th ``collect``; records the REQUESTs a fetch sends."""
 
-    def __init__(self, violation, arrives):
-        self.violation, self.arrives, self.collects = violation, arrives, 0
+    def __init__(self, own, violation, arrives):
+        self.own, self.violation, self.arrives, self.collects = own, violation, arrives, 0
         self.requests, self.balanced, self.divergences = [], [], 0
+        self.epoch, self.results_sent = 0, np.zeros(3, dtype=np.int64)  # no result has been sent yet
+
+    def own_model(self):
+        return self.own
 
     def collect(self):
         self.collects += 1
-        return [(1, 0, self.violation)] if self.collects == self.arrives else []
-
-    def current(self, src, epoch):
-        return epoch == 0  # no result has been sent yet
+        return [(1, 0, self.violation)] if self.collects == self.arrives else [], []
 
     def divergence(self, model):
         self.divergences += 1
@@ -491,13 +492,14 @@ def test_a_violation_that_comes_during_a_resolution_is_its_learners_reply(arrive
     while the resolution runs: before the fetch starts (collect 2), it is taken
     without a REQUEST; while the fetch waits (collect 3), it answers the REQUEST.
     Either way the balanced model is the mean of the two violations' models."""
-    from mpisgd.protocol import AsyncCoordinator
+    from mpisgd.protocol import AsyncCoordinator, AsyncLearner
 
     own, theirs = np.array([1.0, 2.0, 1.0]), np.array([3.0, 0.0, 1.0])
-    transport = ScriptedTransport(theirs, arrives)
+    transport = ScriptedTransport(own, theirs, arrives)
     # k = 3 (with k = 2 every resolution is a full sync); seed 1: the random augmentation draws rank 1
-    coordinator = AsyncCoordinator(Coordinator(ProtocolConfig(delta=1.0, seed=1, hedge="counter"), 3), transport)
-    coordinator.violate((0, 0, own))
+    coordinator = AsyncCoordinator(Coordinator(ProtocolConfig(delta=1.0, seed=1, hedge="counter"), 3),
+                                   AsyncLearner(transport))
+    coordinator.violate()
     for _ in range(5):  # each call takes what has come and advances as far as it can
         coordinator.progress(1)
     assert coordinator.idle and transport.requests == requests
@@ -534,6 +536,16 @@ def test_mode_is_part_of_the_configuration():
     assert sync.mode == "sync" and sync.as_dict()["mode"] == "sync" and not sync.asynchronous(4)
     assert config.with_mode("async").asynchronous(4) and not config.with_mode("async").asynchronous(1)
     assert config.with_mode("async").pace_rounds(4) == config.pace and sync.pace_rounds(4) == 0
+
+
+def test_the_mode_picks_the_rounds_of_the_runners_loop():
+    from mpisgd.protocol import AsyncRounds, Lockstep, rounds_of
+
+    config = ProtocolConfig(name="dynamic", delta=0.3)
+    assert rounds_of(config.with_mode("async"), 4) is AsyncRounds
+    assert rounds_of(config.with_mode("sync"), 4) is Lockstep
+    assert rounds_of(config.with_mode("async"), 1) is Lockstep  # a lone learner never checks
+    assert rounds_of(ProtocolConfig(name="static", period=4).with_mode(None), 4) is Lockstep
 
 
 def test_every_protocol_is_one_registered_class_reading_known_parameters():

@@ -276,3 +276,73 @@ def test_async_train_job_at_its_time_limit_cuts_requeues_and_resumes_consistentl
     assert_consistent(out, 2, resumed_from=resumed)
     errors = [report(d)["online"]["error_rate"] for d in (reference, out)]
     assert errors[1] <= max(2 * errors[0], errors[0] + 0.05), errors
+
+
+def _job_ranks(job, rank):
+    """PIDs of the processes of SLURM job ``job`` that carry PMI_RANK=rank (the rank and its own children)."""
+    import os
+    from pathlib import Path
+
+    want = {f"SLURM_JOB_ID={job}".encode(), f"PMI_RANK={rank}".encode()}
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if want <= set(Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")):
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_train_job_that_loses_a_rank_requeues_and_resumes_on_the_tasks_it_gets(cluster, tmp_path):
+    """Rank 1 SIGKILLed after the job's first checkpoint (as when its node
+    fails): mpiexec ends non-zero, the job requeues itself (jobs/lib.sh); held,
+    it is given 1 task instead of 2 (``scontrol update NumTasks=1``), and the
+    requeued job resumes from the newest checkpoint on 1 rank (an elastic
+    resume) and finishes with every row learned once."""
+    import os
+    import signal
+    import threading
+
+    runs = tmp_path / "runs"
+    done, seen = threading.Event(), {}
+
+    def fail_then_shrink():  # kill rank 1 after the first checkpoint; give the requeued job 1 task
+        while not done.wait(1):
+            for line in cluster.run("squeue", "-h", "-o", "%i %r").stdout.splitlines():
+                job, reason = line.split(maxsplit=1)
+                complete = list((runs / job).glob("checkpoints/round-*/COMPLETE"))
+                if complete and "killed" not in seen:
+                    pids = _job_ranks(job, 1)
+                    for pid in pids:
+                        os.kill(pid, signal.SIGKILL)
+                    seen["killed"] = bool(pids) or None
+                if reason.strip() == "BeginTime" and time.monotonic() - seen.setdefault(job, time.monotonic()) >= 2:
+                    seen["shrunk"] = cluster.run("scontrol", "update", f"JobId={job}", "NumTasks=1").returncode
+                    cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+                    del seen[job]
+
+    worker = threading.Thread(target=fail_then_shrink, daemon=True)
+    worker.start()
+    env = dict(cluster.env, MPISGD_RUNS=str(runs), MPISGD_VENV=str(VENV), MPISGD_WARM="0", MPISGD_TEST_PACE="2",
+               PYTHONPATH=str(ROOT / "tests" / "helpers" / "paced_site"), CHECKPOINT_SECONDS="0")
+    args = ["--synthetic", "disjunction", "--rounds", "600", "--features", "20", "--seed", "3", "--mode", "sync",
+            "--poll-rows", "50", "--checkpoint-every", "100", "--quiet"]
+    try:
+        rc, job, out = cluster.sbatch_wait(JOBS / "train.sbatch", *args, env=env, cwd=ROOT, timeout=600,
+                                           options=["--output", str(tmp_path / "job.out"), "--ntasks", "2",
+                                                    "--time", "10"])
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and not (runs / job / "report.json").exists():
+            time.sleep(2)
+    finally:
+        done.set()
+        worker.join()
+    log = (tmp_path / "job.out").read_text()
+    assert seen.get("killed") and seen.get("shrunk") == 0, (seen, log)
+    assert (runs / job / "report.json").exists(), out + log + cluster.queue() + cluster.logs("slurmctld", "slurmd")
+    assert "a rank or node lost (exit code" in log and "requeueing job" in log, log
+    assert "resuming from the checkpoints" in log, log
+    r = report(runs / job)
+    assert r["checkpoints"]["resumed_from"]["ranks"] == 2 and r["configuration"]["ranks"] == 1, r["checkpoints"]
+    assert r["online"]["examples"] == 2 * 600  # every row of the 2 streams once

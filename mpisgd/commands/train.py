@@ -62,7 +62,8 @@ def add_arguments(parser):
                         "--poll-rows rounds (default 0: off)")
     g.add_argument("--resume", metavar="DIR", default=None,
                    help="go on from the newest intact checkpoint in DIR (a run's --out, its "
-                        "checkpoints/ or one round-<t>/ directory); the configuration must be the same")
+                        "checkpoints/ or one round-<t>/ directory); the configuration must be the same, the "
+                        "number of ranks may differ (the rows left are dealt again)")
     tuning(g.add_argument("--stop-grace", type=float, default=None, metavar="S",
                           help="with checkpoints, after SIGTERM: end at once, without a checkpoint, if the run "
                           "has not stopped within S seconds (a rank stuck or gone; default 120)"))
@@ -214,7 +215,7 @@ def _run(args):
         except MpisgdError as exc:  # rank 0's error, on every rank: printed once
             raise UsageError(str(exc)) from None
     if rank == 0:
-        preprocessing = rundir.start_train_run(args.out, args.overwrite or args.resume, args.shards, args.test)
+        preprocessing = rundir.start_train_run(args.out, args.overwrite, args.resume, args.shards, args.test)
     source = _sources(args, size, rank, central)
     calibration = None
     if config.learner["eta0"] is None:  # rank 0 calibrates γ0 on its first rows, every rank takes it
@@ -237,7 +238,7 @@ def _run(args):
 
         from mpisgd import checkpoint
 
-        fingerprint = checkpoint.fingerprint(config, size, data)
+        fingerprint = checkpoint.fingerprint(config, data)
         if args.checkpoint_every or args.checkpoint_seconds:
             grace = checkpoint.STOP_GRACE if args.stop_grace is None else args.stop_grace
             checkpointer = checkpoint.Checkpointer(comm, os.path.join(args.out, checkpoint.SUBDIR),
@@ -247,6 +248,7 @@ def _run(args):
                         extra={"data": data, "argv": sys.argv[1:], "options": recorded(args),
                                "eta0_calibration": calibration},
                         checkpointer=checkpointer, resume=args.resume, fingerprint=fingerprint,
+                        streams=lambda k, l: _sources(args, k, l, central),
                         complete=lambda model, report: rundir.complete_train_run(model, report, preprocessing,
                                                                                  args.test))
     if rank == 0 and not args.quiet:

@@ -1,4 +1,5 @@
-"""Pure partition functions of ``(n, size, rank)``: no MPI, no I/O."""
+"""Pure partition functions: of ``(n, size, rank)``, and of the rows left
+of learners' streams (an elastic resume, ``mpisgd.checkpoint``). No MPI, no I/O."""
 
 from mpisgd.errors import MpisgdError
 
@@ -24,3 +25,32 @@ def shards_for_rank(n_shards, size, rank):
         )
     start, stop = block_range(n_shards, size, rank)
     return list(range(start, stop))
+
+
+def rows_left(parts, done):
+    """The parts ``[(stream, start, stop)]`` of a learner's rows after the
+    first ``done`` of them (rows in part order)."""
+    left = []
+    for stream, start, stop in parts:
+        skip = min(done, stop - start)
+        done -= skip
+        if start + skip < stop:
+            left.append((stream, start + skip, stop))
+    return left
+
+
+def deal(parts, size):
+    """``size`` lists of parts that together hold the rows of ``parts`` (in
+    order) once each: the rank-th holds the rank-th ``block_range`` of them."""
+    total = sum(stop - start for _s, start, stop in parts)
+    dealt = []
+    for rank in range(size):
+        lo, hi = block_range(total, size, rank)
+        mine, offset = [], 0
+        for stream, start, stop in parts:
+            a, b = max(lo - offset, 0), min(hi - offset, stop - start)  # this part's rows in [lo, hi)
+            if a < b:
+                mine.append((stream, start + a, start + b))
+            offset += stop - start
+        dealt.append(mine)
+    return dealt

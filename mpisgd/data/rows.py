@@ -181,6 +181,49 @@ class ShardSource(RowSource):
         warm_up()  # the checksums the reader verifies segments with
 
 
+class DealtSource(RowSource):
+    """Rows ``[start, stop)`` of other streams, one part after the other,
+    from round ``first`` on: round ``first + i`` is row i (a stream dealt by
+    an elastic resume, ``mpisgd.data.partition.deal``). ``parts``: [(RowSource,
+    start, stop)], each source fresh (no row taken)."""
+
+    def __init__(self, parts, first, n_features):
+        super().__init__()
+        self.parts = [(s, int(a), int(b)) for s, a, b in parts]
+        self.first = int(first)
+        self.n_rows = sum(b - a for _s, a, b in self.parts)
+        self.n_features = int(n_features)
+        self.describe = "; ".join(f"{s.describe} rows {a}-{b}" for s, a, b in self.parts) or "no rows"
+
+    @property
+    def rounds(self):
+        return self.first + self.n_rows
+
+    def rows_until(self, t):
+        return min(max(t - self.first, 0), self.n_rows)
+
+    def _blocks(self):
+        skip = self._start
+        for source, a, b in self.parts:
+            if skip >= b - a:
+                skip -= b - a
+                continue
+            source.seek(a + skip)  # round = row of a stream as it was dealt at first
+            want, skip = b - a - skip, 0
+            while want > 0 and (rows := source.take(want)) is not None:
+                want -= len(rows[3])
+                yield rows
+
+    def warm_up(self):
+        for s, _a, _b in self.parts:
+            s.warm_up()
+
+    def close(self):
+        super().close()
+        for s, _a, _b in self.parts:
+            s.close()
+
+
 class RoundMajorSource(RowSource):
     """The rows of k sources interleaved by round: round t of source 0, of
     source 1, ..., then round t + 1 (``central``'s single stream)."""

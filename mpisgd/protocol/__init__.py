@@ -12,7 +12,9 @@ for each concern of the protocol, and no MPI.
     checks.py        CheckPoints: the check begun and its settling (sync mode)
     coordinator.py   Coordinator: resolution, hedges, augmentation (rank 0)
     delta.py         Δ: the auto rule's pilot, the budget's steering
-    asynchronous.py  AsyncCoordinator: the default mode's nonblocking resolutions
+    rounds.py        a rank's rounds between its stops, by mode (Lockstep: sync; rounds_of picks)
+    asynchronous.py  the default mode's state machine: AsyncLearner (every rank), AsyncCoordinator (rank 0),
+                     AsyncRounds (its rounds)
     hierarchy.py     NodeCheckPoints: node averages and the leaders' protocol
 
 The MPI runner (``mpisgd.runner`` over ``mpisgd.comm``) and the in-process
@@ -20,7 +22,7 @@ simulator (``mpisgd.simulator``) each provide the transport, so both run
 exactly this code (docs/ALGORITHMS.md §4, docs/ARCHITECTURE.md).
 """
 
-from mpisgd.protocol.asynchronous import AsyncCoordinator
+from mpisgd.protocol.asynchronous import AsyncCoordinator, AsyncLearner, AsyncRounds
 from mpisgd.protocol.checks import CheckPoints
 from mpisgd.protocol.config import (AUGMENTATIONS, AUTO, CONSTRAINTS, COUNTER_COUNTS, COUNTER_RESETS, FDA_ESTIMATES,
                                     HALF_HEDGE_LEARNERS, HEDGES, MODES, PACE, PROTOCOLS, SHARED, SILENT, ProtocolConfig)
@@ -29,10 +31,11 @@ from mpisgd.protocol.delta import (DELTA_SCALE, PILOT_ROUNDS, RDA_DELTA_SCALE, P
                                    warm_up_protocol)
 from mpisgd.protocol.hierarchy import NodeCheckPoints, check_hierarchy_learner
 from mpisgd.protocol.registry import REGISTRY
+from mpisgd.protocol.rounds import Lockstep, rounds_of
 from mpisgd.protocol.schedule import Schedule
 
 __all__ = ["AUGMENTATIONS", "AUTO", "CONSTRAINTS", "COUNTER_COUNTS", "COUNTER_RESETS", "DELTA_SCALE", "FDA_ESTIMATES",
            "HALF_HEDGE_LEARNERS", "HEDGES", "MODES", "PACE", "PILOT_ROUNDS", "PROTOCOLS", "RDA_DELTA_SCALE", "REGISTRY",
-           "SHARED", "SILENT", "AsyncCoordinator", "Schedule", "CheckPoints", "Coordinator", "NodeCheckPoints", "Pilot",
+           "SHARED", "SILENT", "AsyncCoordinator", "AsyncLearner", "AsyncRounds", "Lockstep", "Schedule", "CheckPoints", "Coordinator", "NodeCheckPoints", "Pilot",
            "ProtocolConfig", "ProtocolStats", "auto_delta", "check_hierarchy_learner", "drive", "pilot_values",
-           "warm_up_protocol"]
+           "rounds_of", "warm_up_protocol"]

@@ -1,16 +1,198 @@
-"""The default mode (``--mode async``) of the dynamic protocol: rank 0
-resolves violations as they arrive and never waits (``AsyncCoordinator``)."""
+"""The default mode (``--mode async``) of the dynamic protocol, as state and
+transitions: what every rank decides (``AsyncLearner``: its learner's part in
+resolutions, the followers' answers, cuts and pacing) and rank 0's
+nonblocking resolutions (``AsyncCoordinator``). The transport
+(``mpisgd.comm.MPITransport``) only sends and receives the messages of
+docs/WIRE.md."""
+
+import os
+import time
+
+from mpisgd.errors import MpisgdError
+from mpisgd.wire import BALANCED, CUT, DIST, DONE, EPOCHS, FINISH, FULLSYNC, NEWREF, REQUEST, STOP
+
+
+class AsyncLearner:
+    """Every rank's side of ``--mode async`` over its ``transport``.
+
+    Membership: the learner's model is in a resolution under way
+    (``pending``) from the moment it violates, replies to a balance request or
+    joins a full sync until it takes the next result (the transport's
+    ``epoch``, the results taken, moves on): no own checks meanwhile, so that
+    the model it last sent stays the one the result is computed from. A
+    violation on its way (``violated``) is the reply to a balance request
+    that crosses it.
+
+    Deferral: a relayed result can come after a later message of rank 0 (a
+    REQUEST or DIST, or a FULLSYNC relayed by another path); such a message
+    waits (``_defer``) until this learner has taken every result sent before
+    it. At most one result is ever in flight to a learner: rank 0 sends it
+    another only once it is a member again, through a current violation (sent
+    after taking it) or a reply (given after taking it).
+    """
+
+    def __init__(self, transport):
+        self.transport = transport
+        self._joined = None  # the epoch in which this learner joined a resolution
+        self._violated = None  # the epoch in which it sent its violation
+        self._deferred = None  # (ready, action) of a message of rank 0 that waits for a relayed result
+        self._cut = None  # the agreement on the round of the cut under way (``transport.agree_round``)
+        self._pace = None  # the pacing barrier this rank started last, until it completes
+
+    @property
+    def pending(self):
+        """This learner's model is in a resolution whose result it has not taken."""
+        return self._joined == self.transport.epoch
+
+    @property
+    def violated(self):
+        """Its violation is on its way to rank 0 and no result has come since."""
+        return self._violated == self.transport.epoch
+
+    def join(self):
+        """This learner is now a member of a resolution: the result will come."""
+        self._joined = self.transport.epoch
+
+    def violate(self):
+        """Follower: send this learner's violation, tagged with its epoch."""
+        self.transport.send_violation()
+        self._joined = self._violated = self.transport.epoch
+
+    # -- a follower's answers ----------------------------------------------------
+
+    def poll(self):
+        """Follower: answer whatever rank 0 (or a member relaying its message)
+        has sent, without waiting. Returns FINISH when rank 0 has ended the run."""
+        tr = self.transport
+        tr.test_full_sync()
+        tr.prune_sends()
+        while True:
+            found = tr.probe()
+            if found is None:
+                return None
+            if self.handle(found) == FINISH:
+                return FINISH
+
+    def handle(self, found):
+        """Follower: act on one message (probed as ``found``). Returns its
+        command code (None for a message that is not a command)."""
+        tr = self.transport
+        tr.wait_full_sync()  # rank 0 sends more only once every rank has joined it
+        tag, code, value = tr.receive(found)
+        if tag == REQUEST:
+            self._defer(lambda: tr.epoch >= value, self._reply)
+        elif tag in (BALANCED, NEWREF):
+            tr.take(value, tag == NEWREF)
+            self._release()
+        elif code == DIST:
+            self._defer(lambda: tr.epoch >= value, tr.send_distance)
+        elif code == FULLSYNC and value is None:  # sent directly, after every result sent to this rank
+            self._join_full_sync()
+        elif code == FULLSYNC:  # relayed: once the results of its parity are taken
+            self._defer(lambda: tr.epoch % 2 == value, self._join_full_sync)
+        elif code == CUT:
+            self._join_cut()
+        return code
+
+    def _reply(self):
+        """Answer a REQUEST: this learner's model; a violation of this epoch on
+        its way crossed the REQUEST and is the reply."""
+        if self.violated:
+            return
+        self.transport.reply()
+        self.join()
+
+    def _join_full_sync(self):
+        self.transport.join_full_sync()
+        self.join()  # no own checks until the mean arrives
+
+    def _defer(self, ready, action):
+        """Carry out ``action`` once ``ready()``: now, or when the relayed result
+        it waits for has been taken (``_release``)."""
+        if self._deferred is not None:
+            raise MpisgdError(f"rank {self.transport.rank}: a second message of rank 0 arrived while one waits "
+                              "for a relayed result")
+        self._deferred = (ready, action)
+        self._release()
+
+    def _release(self):
+        """Carry out the deferred action if what it waits for has come."""
+        if self._deferred is not None and self._deferred[0]():
+            action, self._deferred = self._deferred[1], None
+            action()
+
+    def serve_until_finish(self):
+        """Follower, after its last round: answer rank 0 until FINISH, and until
+        the result of its resolution, if one is still being relayed, is taken."""
+        while self.poll() != FINISH:
+            os.sched_yield()  # a waiting rank leaves its core to the ranks that must progress
+        while self.pending:
+            self.poll()
+            os.sched_yield()
+        self.transport.wait_full_sync()
+        self.transport.complete_sends()
+
+    # -- pacing: the bound on the round skew (every rank) ------------------------
+
+    def start_pace(self):
+        """At a pace round jR: this rank's part of its pacing barrier."""
+        self._pace = self.transport.pace_barrier()
+
+    def paced(self):
+        """Whether every rank has reached the round of the pacing barrier this
+        rank started last (True when none is open). Never waits."""
+        if self._pace is not None and self.transport.paced(self._pace):
+            self._pace = None
+        return self._pace is None
+
+    def end_pace(self):
+        """At the end of the run or at a cut, after FINISH (every rank has started
+        every pacing barrier before it): complete the last one."""
+        if self._pace is not None:
+            self.transport.wait_pace(self._pace)
+            self._pace = None
+
+    # -- the consistent cut of a checkpoint (every rank) -------------------------
+
+    def start_cut(self):
+        """Rank 0: CUT to every follower, and this rank's part of the agreement
+        on the cut's round. Not while this rank's full sync is in flight (the
+        caller asks again later): its relayed FULLSYNC could reach a follower
+        after the CUT, which would then join the two collectives in the other order."""
+        if self.transport.syncing:
+            return
+        self.transport.send_cut()
+        self._join_cut()
+
+    def _join_cut(self):
+        self.transport.wait_full_sync()  # its collectives before the cut's, in the same order on every rank
+        self._cut = self.transport.agree_round()
+
+    @property
+    def cutting(self):
+        """Whether a cut is being agreed on or awaits its round."""
+        return self._cut is not None
+
+    def cut_round(self):
+        """The agreed round of the cut under way, or None while the agreement travels."""
+        return self.transport.agreed(self._cut)
+
+    def end_cut(self):
+        """After the cut's checkpoint: ready for the next one."""
+        self._cut = None
 
 
 class AsyncCoordinator:
     """Rank 0's side of ``--mode async``: resolves violations as they arrive,
     one resolution at a time, and never waits.
 
-    ``progress(t)`` takes the violations that have arrived and advances the
-    current resolution (``Coordinator.resolution``) as far as it can: the
-    transport's ``start_fetch``, ``start_distances`` and ``start_full_sync``
-    return handles whose ``test()`` says whether the answer is in; every other
-    request completes at once. A violation whose sender has received a result
+    ``learner``: rank 0's ``AsyncLearner``. ``progress(t)`` takes the
+    violations that have arrived (and counts the followers' DONE and STOP
+    notices) and advances the current resolution (``Coordinator.resolution``)
+    as far as it can: the transport's ``start_fetch``, ``start_distances`` and
+    ``start_full_sync`` return handles whose ``test()`` says whether the
+    answer is in; every other request completes at once. Rank 0 is a member
+    of a resolution that fetches its model or syncs in full. A violation whose sender has received a result
     since it sent it is dropped: that result already included the sender. A
     current violation of a learner the resolution fetches is that learner's
     reply: it sent its model already, and does not answer the request.
@@ -18,25 +200,48 @@ class AsyncCoordinator:
 
     NONBLOCKING = {"fetch": "start_fetch", "distances": "start_distances", "full_sync": "start_full_sync"}
 
-    def __init__(self, coordinator, transport):
-        self.coordinator, self.transport = coordinator, transport
+    def __init__(self, coordinator, learner):
+        self.coordinator, self.learner, self.transport = coordinator, learner, learner.transport
         self.queue = []  # (src, epoch, model) of violations not yet resolved
         self.active = None  # the resolution under way (a generator)
         self.waiting = None  # the handle it waits on
         self.fetched = set()  # the followers whose replies the fetch under way awaits
         self.members = None  # the last balancing set
+        self.dones = 0  # followers that have learned their last round (or a cut's)
+        self.stops = 0  # followers that were signalled to stop (STOP)
 
     @property
     def idle(self):
         return self.active is None and not self.queue
 
-    def violate(self, violation):
-        """Rank 0's own violation (src 0, epoch, model)."""
-        self.queue.append(violation)
+    def violate(self):
+        """Rank 0's own violation, queued as (src 0, epoch, model)."""
+        self.learner.join()
+        self.queue.append((0, self.transport.epoch % EPOCHS, self.transport.own_model()))
+
+    def _collect(self):
+        """Queue the violations that have arrived; count the notices."""
+        violations, notices = self.transport.collect()
+        self.queue.extend(violations)
+        self.dones += notices.count(DONE)
+        self.stops += notices.count(STOP)
+
+    def current(self, src, epoch):
+        """A violation is current when its sender had received every result
+        sent to it: otherwise a resolution has included the sender since."""
+        return epoch == self.transport.results_sent[src] % EPOCHS
+
+    def finish(self):
+        """Release the followers from their final serving loop (FINISH)."""
+        self.transport.send_finish()
+
+    def end_cut(self):
+        """After a cut's checkpoint: no notices yet for the next one."""
+        self.dones = self.stops = 0
 
     def progress(self, t):
         """Advance without waiting (t: rank 0's rounds done, for Δ_t)."""
-        self.queue.extend(self.transport.collect())
+        self._collect()
         while True:
             if self.waiting is not None:
                 for i, z in self._violations_of(self.fetched).items():
@@ -53,8 +258,8 @@ class AsyncCoordinator:
 
     def _start(self, t):
         """Begin resolving the current queued violations; False if there are none."""
-        tr = self.transport
-        current = sorted(((src, model) for src, epoch, model in self.queue if tr.current(src, epoch)), key=lambda v: v[0])
+        current = sorted(((src, model) for src, epoch, model in self.queue if self.current(src, epoch)),
+                         key=lambda v: v[0])
         self.queue = []
         if not current:
             return False
@@ -65,8 +270,8 @@ class AsyncCoordinator:
         """The queued current violations of the followers among ids, taken from the
         queue (and from ``fetched``): {id: model}. Each is its learner's reply to
         the fetch: that learner does not answer its REQUEST (docs/WIRE.md)."""
-        tr, ids = self.transport, set(ids) - {0}
-        taken = {src: model for src, epoch, model in self.queue if src in ids and tr.current(src, epoch)}
+        ids = set(ids) - {0}
+        taken = {src: model for src, epoch, model in self.queue if src in ids and self.current(src, epoch)}
         if taken:
             self.queue = [v for v in self.queue if v[0] not in taken]
             self.fetched -= taken.keys()
@@ -82,11 +287,146 @@ class AsyncCoordinator:
                 self.active, self.members = None, stop.value
                 return
             if method == "fetch":  # the violations of its learners, come meanwhile too, are their replies
-                self.queue.extend(self.transport.collect())
+                self._collect()
                 ids, violations = args[0], self._violations_of(args[0])
                 self.fetched = {int(i) for i in ids} - {0} - violations.keys()
                 args.append(violations)
             if method in self.NONBLOCKING:
                 self.waiting = getattr(self.transport, self.NONBLOCKING[method])(*args)
+                if method == "full_sync" or (method == "fetch" and 0 in {int(i) for i in args[0]}):
+                    self.learner.join()  # rank 0 is a member (its model sent): the result will come
                 return
             reply = getattr(self.transport, method)(*args)
+
+
+class AsyncRounds:
+    """The default mode's rounds on one rank (``mpisgd.protocol.rounds``; the
+    runner's module docstring and docs/RUNNING.md): a learner checks its local
+    condition while it learns and stops at its first violation, which it
+    sends (on rank 0: queues) without waiting; after every block of rows it
+    answers rank 0 (rank 0: advances its resolutions). A learner in a
+    resolution makes no own checks until the result comes, and learns at
+    most ``staleness`` rounds past the round it joined in before it waits for
+    it; at a pace round it waits for the pacing barrier of the last one. A
+    checkpoint is a consistent cut at a round every rank knows
+    (--checkpoint-every) or that rank 0 asks the ranks to agree on (a
+    time-based or signalled one: the largest round any rank has done)."""
+
+    def __init__(self, run, schedule):
+        self.run, self.schedule, self.checkpointer = run, schedule, run.checkpointer
+        self.transport = run.transport
+        self.learner = AsyncLearner(run.transport)
+        self.coordinator = AsyncCoordinator(run.engine.coordinator, self.learner) if run.rank == 0 else None
+        self.poll, self.poll_seconds = run.config.poll_rows, run.config.poll_seconds
+        self.staleness = run.config.staleness
+        self.told = False  # a signalled follower has told rank 0
+        self.cut_at = None  # the agreed round of the next cut
+        self.violated = None  # the round of this learner's unresolved violation, or at which it joined a resolution
+        self.rate = None  # rounds per second of this rank's last block (its polls come every ~poll_seconds)
+
+    def next_stop(self, t):
+        ck = self.checkpointer
+        stop = min(self.schedule.next_stop(t, protocol=False, pilot=self.run.pilot is not None, pace=True),
+                   (t // self.poll + 1) * self.poll)
+        if self.rate is not None:  # a slow rank answers within poll_seconds, not poll_rows of its rounds
+            stop = min(stop, t + max(1, int(self.rate * self.poll_seconds)))
+        if ck is not None and ck.every:
+            stop = min(stop, (t // ck.every + 1) * ck.every)
+        if self.cut_at is not None:
+            stop = min(stop, self.cut_at)
+        return stop
+
+    def learn(self, t, stop):
+        """Learn rounds (t, stop], through the check points while this learner
+        is in no resolution; returns the round reached (a violation's)."""
+        began, before = time.perf_counter(), t
+        if self.learner.pending:  # no own checks until the resolution arrives
+            if self.violated is not None:
+                stop = min(stop, max(t + 1, self.violated + self.staleness))
+            self.run.learn(stop)
+            t = stop
+        else:
+            t, violating = self.run.learn_until_violation(t, stop)
+            if violating:
+                (self.coordinator or self.learner).violate()
+                self.violated = t
+        elapsed = time.perf_counter() - began
+        if elapsed > 0:
+            self.rate = (t - before) / elapsed
+        return t
+
+    def answer(self, t):
+        """Whatever rank 0 needs or has sent, without waiting."""
+        ck, learner = self.checkpointer, self.learner
+        self.run.tell_progress(t)
+        if self.coordinator is not None:
+            self.coordinator.progress(t)
+            if (ck is not None and t < self.schedule.T and not learner.cutting
+                    and (ck.signalled or self.coordinator.stops or ck.late())):
+                learner.start_cut()  # a checkpoint is due: agree on the round of a cut (once no full sync is in flight)
+        else:
+            learner.poll()
+            if ck is not None and ck.signalled and not self.told:
+                self.transport.send_stop()
+                self.told = True
+
+    def step(self, t):
+        learner = self.learner
+        self.answer(t)
+        # Leave the core at each block's end: with more ranks than cores the ranks a resolution
+        # waits for (rank 0, a fetched member) run sooner; a rank with a core of its own goes on at once.
+        os.sched_yield()
+        if learner.pending and self.violated is None:  # fetched into a resolution (or a full sync) meanwhile
+            self.violated = t
+        if self.violated is not None and learner.pending and t - self.violated >= self.staleness:
+            self.run.wait(lambda: not learner.pending, self.answer, t)  # bounded staleness: the resolution first
+        if not learner.pending:
+            self.violated = None
+        if self.schedule.is_pace(t):  # a pace round: every rank must have reached the last one
+            self.run.wait(learner.paced, self.answer, t)
+            learner.start_pace()
+        if learner.cutting and self.cut_at is None:  # stop until the cut's round is agreed (≥ every rank's)
+            while (cut := learner.cut_round()) is None:
+                self.answer(t)
+                os.sched_yield()
+            self.cut_at = cut
+
+    def checkpoint_due(self, t):
+        ck = self.checkpointer
+        return t == self.cut_at or (ck is not None and bool(ck.every) and t % ck.every == 0)
+
+    def cut(self, t):
+        """The consistent cut at round t, every rank there, before its checkpoint;
+        agrees whether any rank was signalled (``Checkpointer.agree_stop``)."""
+        learner = self.learner
+        self.quiesce(t)
+        if learner.cutting:  # a cut agreed on the same round as --checkpoint-every's
+            while learner.cut_round() is None:
+                pass
+        learner.end_cut()
+        if self.coordinator is not None:
+            self.coordinator.end_cut()
+        self.checkpointer.agree_stop(t)
+        self.cut_at = self.violated = None
+
+    def quiesce(self, t):
+        """Every rank at round t: rank 0 resolves (or drops) every violation
+        sent until then, and every result is taken; followers tell rank 0 they
+        are done (DONE) and serve until it releases them (FINISH)."""
+        self.run.tell_progress(t)
+        if self.coordinator is None:
+            self.transport.send_done()
+            self.learner.serve_until_finish()
+        else:
+            while self.coordinator.dones < self.run.size - 1 or not self.coordinator.idle:
+                self.coordinator.progress(t)
+                os.sched_yield()  # as every wait: the followers it waits for may need this core
+            self.coordinator.finish()
+        self.learner.end_pace()  # every rank has said DONE: it started every pacing barrier before round t
+
+    def end(self, T):
+        self.quiesce(T)
+        while self.learner.cutting and self.learner.cut_round() is None:  # a cut asked for too late: the run is over
+            pass
+        self.transport.close()
+        self.run.members = self.coordinator.members if self.coordinator is not None else None

@@ -4,6 +4,8 @@ step to the protocol's own class (``mpisgd.protocol.registry``);
 ``DelayedCheckPoints`` is the simulator's deterministic model of the default
 mode, whose resolutions take effect d rounds after their check."""
 
+import numpy as np
+
 
 class CheckPoints:
     """What happens at a check point of the deterministic mode (``--mode sync``
@@ -62,9 +64,31 @@ class CheckPoints:
             self.pending = (t, handle, agreed)
         return (t, *agreed)
 
-    def restore(self, t, *agreed):
-        """The pending check as ``agree`` returned it (a resumed run)."""
-        self.pending = (t, None, agreed)
+    def state_dict(self):
+        """The pending check once agreed on (``agree``; dynamic: its round and
+        count, and on rank 0 the violators and their models), else nothing."""
+        if self.pending is None:
+            return {}
+        t, handle, agreed = self.pending
+        if agreed is None:
+            raise RuntimeError("CheckPoints.state_dict: the pending check is not agreed on yet (agree first)")
+        count, violators, models = agreed
+        state = {"pending": np.array([t, count], dtype=np.int64)}
+        if violators is not None:  # rank 0, where violations carry models
+            state["violators"] = np.asarray(violators, dtype=np.int64)
+            state["models"] = np.asarray(models, dtype=np.float64).reshape(len(violators), -1) if violators \
+                else np.zeros((0, 0))
+        return state
+
+    def load_state_dict(self, state):
+        """The pending check as ``state_dict`` gave it (a resumed run)."""
+        if "pending" not in state:
+            self.pending = None
+            return
+        t, count = (int(v) for v in state["pending"])
+        violators = [int(v) for v in state["violators"]] if "violators" in state else None
+        models = list(state["models"]) if "models" in state else None
+        self.pending = (t, None, (count, violators, models))
 
     def settle(self, transport):
         """Settle the pending check, if any (every rank)."""

@@ -92,6 +92,18 @@ class Coordinator:
         self.budget = None  # with a budget: the last steering step's inputs and Δ (steer)
         self.horizon = 0  # with a budget: k·T, the rounds of every learner in the run (set by the driver)
 
+    def state_dict(self):
+        """Δ (as measured or steered), --delta auto's and --budget's records,
+        the violation counter, the statistics and the random generator."""
+        return {"delta": self.delta, "auto": self.auto, "budget": self.budget, "counter": self.counter,
+                "stats": self.stats.as_dict(), "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state):
+        self.delta, self.auto, self.budget = state["delta"], state["auto"], state["budget"]
+        self.counter = state["counter"]
+        self.stats = ProtocolStats(**state["stats"])
+        self.rng.bit_generator.state = state["rng"]
+
     def threshold(self, t):
         """Δ_t for a check after round t (t ≥ 1; or an array of such t).
         With delta AUTO the pilot's checks (t ≤ P) find nobody: Δ_t = ∞."""

@@ -44,7 +44,7 @@ def main(rank, step, round_, argv):
     checkpoint.Checkpointer.save = save_then_arm
     if MPI.COMM_WORLD.Get_rank() == rank:
         if step == "balancing":
-            name = "fetch" if rank == 0 else "_reply"
+            name = "fetch" if rank == 0 else "reply"
             setattr(comm.MPITransport, name, die_first(getattr(comm.MPITransport, name)))
         elif step == "full-sync":
             comm.MPITransport.full_sync = die_first(comm.MPITransport.full_sync)

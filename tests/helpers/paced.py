@@ -29,7 +29,7 @@ def pace(seconds):
         return due(self, t)
 
     checkpoint.Checkpointer.due = paced_due
-    learn, learn_until_violation = runner.Run._learn, runner.Run._learn_until_violation
+    learn, learn_until_violation = runner.Run.learn, runner.Run.learn_until_violation
 
     def paced_at(run, t):  # async mode: the rounds at which the loop polls, every --poll-rows
         if run.checkpointer is not None and t % run.config.poll_rows == 0:
@@ -47,7 +47,7 @@ def pace(seconds):
         paced_at(self, reached)
         return reached, violated
 
-    runner.Run._learn, runner.Run._learn_until_violation = paced_learn, paced_learn_until_violation
+    runner.Run.learn, runner.Run.learn_until_violation = paced_learn, paced_learn_until_violation
 
 
 def main(seconds, argv):
