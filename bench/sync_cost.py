@@ -12,6 +12,11 @@ of the bytes this rank sent in that sync, both after a barrier. Two cases:
 - dynamic: the default mode's nonblocking full sync (every rank joined, waited on) after
   ``--dynamic-rounds`` rounds, the union of supports a dynamic full sync carries.
 
+With ``--steps``, instead: the static case taken apart, each step of ``MPITransport._pairs_steps``
+and ``OnlineLearners.set_reference_sum`` timed on its own in the same loop (the gather, the probe,
+the block, the Allgather, clearing and adding into the sum, r ← ᾱr + ū, R = ‖r‖², the restart of
+v), beside the bare Allreduce of the block's bytes.
+
 Times are CPU seconds of each rank (``time.process_time``: another rank's scheduling on this
 2-core machine does not move them, though spinning in MPI does), medians over the syncs, then the
 largest over ranks. The ratio is the sync's over the bare Allreduce's, in the same run.
@@ -64,14 +69,71 @@ def measure(comm, transport, stream, learners, rounds, syncs, dynamic):
             1e6 * np.median(python))
 
 
+def steps(comm, stream, syncs, period):
+    """Median CPU µs of each step of a static full sync (pairs exchange) on this rank."""
+    from mpisgd import wire
+    from mpisgd.kernels import online, sync
+
+    learners = OnlineLearners(1, stream.n_features, loss="log", eta0=1.0)
+    learners.warm_up()
+    L, n, k, rank = learners, learners.n_features, comm.size, comm.rank
+    vals, idx = np.empty(n), np.empty(n, dtype=np.int32)
+    mine, top, total = np.empty(1), np.empty(1), np.zeros(n + 2)
+    kept = np.empty(2 * k * wire.sync_block_nbytes(n), dtype=np.uint8)
+    owner = np.zeros(period, dtype=np.int64)
+    times = {}
+    clock = time.process_time
+
+    def timed(name, f, *args):
+        start = clock()
+        out = f(*args)
+        times.setdefault(name, []).append(clock() - start)
+        return out
+
+    for t in range(0, (syncs + 20) * period, period):  # the first 20 warm up
+        learners.learn(*stream.rows(t, t + period, [rank]), owner)
+        comm.comm.Barrier()
+        nnz, c, bias, alpha = timed("gather (gather_pairs)", L.sync_pairs, 0, vals, idx)
+        mine[0] = nnz
+        timed("probe Allreduce (8 B)", comm.comm.Allreduce, mine, top, MPI.MAX)
+        m = int(top[0])
+        size = wire.sync_block_nbytes(m)
+        block = timed("fill_block", wire.fill_block, kept[-size:], alpha, bias, vals[:c], idx[:c], m)
+        blocks = kept[: k * size]
+        timed("pairs Allgather", comm.comm.Allgather, block, blocks)
+        timed("clear the sum (n + 2)", total.fill, 0.0)
+        timed("sum_blocks", wire.sum_blocks, blocks, n, m, total)
+        timed("r ← ᾱr + ū (dense)", sync.reference_from_sum, total, float(k), L.r)
+        L.r_bias = float(total[n] / k)
+        timed("R = ‖r‖² (BLAS)", lambda: float(L.r @ L.r))
+        timed("restart (v ← 0, dense)", online.restart, L.r_bias, L.alpha, L.s, L.V, L.bias, L.P, L.Q, L.PX)
+        send = np.zeros((size + 7) // 8)
+        recv = np.empty_like(send)
+        comm.comm.Barrier()
+        timed("bare Allreduce (the block's bytes)", comm.comm.Allreduce, send, recv, MPI.SUM)
+    return {name: 1e6 * float(np.median(v[20:])) for name, v in times.items()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--syncs", type=int, default=400, help="timed syncs per case")
     parser.add_argument("--period", type=int, default=8, help="rounds between static syncs")
     parser.add_argument("--dynamic-rounds", type=int, default=48, help="rounds before each dynamic full sync")
+    parser.add_argument("--steps", action="store_true", help="time each step of a static sync instead")
     args = parser.parse_args()
     comm = CountingComm(MPI.COMM_WORLD)
     stream = RCV1Stream(n_learners=comm.size, seed=0)
+    if args.steps:
+        with threadpool_limits(limits=1, user_api="blas"):
+            every = comm.comm.gather(steps(comm, stream, args.syncs, args.period), root=0)
+        if comm.rank == 0:
+            print(f"-n {comm.size}, static b={args.period}, {args.syncs} syncs: CPU µs of each step per rank "
+                  "(median over syncs)\n")
+            print("| step | " + " | ".join(f"rank {r}" for r in range(comm.size)) + " |")
+            print("|---|" + "---|" * comm.size)
+            for name in every[0]:
+                print(f"| {name} | " + " | ".join(f"{e[name]:.1f}" for e in every) + " |")
+        return
     rows = []
     with threadpool_limits(limits=1, user_api="blas"):  # as in an MPI rank
         for name, rounds, dynamic in (("static b=%d" % args.period, args.period, False),

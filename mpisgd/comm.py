@@ -286,8 +286,10 @@ class MPITransport:
         # while every rank is at the start; None in sync mode
         self._pacing = comm.Dup() if asynchronous else None
         self.steer = None  # --budget: Coordinator.steer, called after every full sync (_full_sync_steps)
+        self.partial = None  # --partial: Coordinator.partial_budget, θΔ at every full sync (_partial_steps)
         # a full sync's buffers, kept from sync to sync (``_pairs_steps``; one full sync at a time)
         self._scratch = self._block = self._blocks = None
+        self._partial_scratch = None  # --partial: d = w − r and S_l (``_partial_steps``)
 
     # -- this rank's learner ----------------------------------------------------
 
@@ -319,8 +321,16 @@ class MPITransport:
         moved = self.last_sent is not None and self._sent_step != self.learners.steps[0]
         progress = self.learners.progress(0, self.last_sent) if moved else None  # none without a step
         self.references += bool(total or new_reference)
-        if total:
-            self.learners.set_reference_sum(z, self.k)
+        if total:  # z = (S, the sum): a full sync (S None) or a partial one (docs/ALGORITHMS.md §4.7)
+            support, z = z
+            if support is None:
+                self.learners.set_reference_sum(z, self.k)
+            else:
+                self.learners.set_partial_sum(support, z, self.k)
+                if progress is not None:  # off S the model is the current one already: keep the steps on S
+                    kept = np.zeros(self.n)
+                    kept[support] = progress[0][support]
+                    progress = kept, progress[1]
             if progress is not None:
                 self.learners.take(0, self._model(), progress)
         elif new_reference:
@@ -403,14 +413,20 @@ class MPITransport:
     def _full_sync_steps(self, remember=False):
         """``_sum_steps``, then with --budget the agreement of the bytes sent,
         the rounds done and the non-zeros learned so far (Allreduce,
-        wire.BUDGET_BYTES) that every rank steers Δ by (``Coordinator.steer``)."""
-        total = yield from self._sum_steps(remember)
+        wire.BUDGET_BYTES) that every rank steers Δ by (``Coordinator.steer``).
+        Returns (S, the sum): S None after a full sync, the union of the
+        supports after a partial one (--partial, ``_partial_steps``)."""
+        budget = None if self.partial is None else self.partial()
+        if budget is None:
+            support, total = None, (yield from self._sum_steps(remember))
+        else:
+            support, total = yield from self._partial_steps(budget, remember)
         if self.steer is not None:
             mine = np.array([float(self.comm.sent_bytes.sum()), float(self.at), float(self.entries)])  # before it
             agreed = np.empty(3)
             yield "Allreduce", mine, agreed, MPI.SUM
             self.steer(agreed[0], agreed[1], agreed[2], self.n)
-        return total
+        return support, total
 
     def _sum_steps(self, remember=False):
         """This rank's part of a full sync (docs/WIRE.md, "Full syncs"): a
@@ -478,6 +494,35 @@ class MPITransport:
         yield "Allgather", block, blocks
         total[:] = 0.0
         return wire.sum_blocks(blocks, n, m, total)
+
+    def _partial_steps(self, budget, remember):
+        """A partial sync (docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial
+        syncs"): this learner's S_l for θΔ = budget; m = max |S_l| (Allreduce
+        MAX); the index blocks (Allgather) whose union is S; the sum of
+        [(w_l − r)_S, b_l] (Allreduce). Returns (S, that sum), or (None, the
+        sum of every z) when the index blocks alone would outweigh a dense sum."""
+        L, n, k = self.learners, self.n, self.k
+        if self._partial_scratch is None:
+            self._partial_scratch = np.empty(n), np.empty(n, dtype=np.int32), np.empty(1), np.empty(1)
+        d, idx, mine, top = self._partial_scratch
+        c = L.partial_support(0, budget, d, idx)
+        if remember:
+            self._sent(self._model())
+        mine[0] = c
+        yield "Allreduce", mine, top, MPI.MAX
+        m = int(top[0])
+        if not wire.partial_pays(n, k, m):
+            total = np.empty(n + 2)
+            yield "Allreduce", (self.last_sent if remember else self._model()), total, MPI.SUM
+            return None, total
+        block = wire.fill_index_block(np.empty(m + 1, dtype=np.int32), idx[:c], m)
+        blocks = np.empty(k * (m + 1), dtype=np.int32)
+        yield "Allgather", block, blocks
+        support = wire.union_of_blocks(blocks, n, m)
+        values = np.append(d[support], L.bias[0])  # [(w − r)_S, b]
+        total = np.empty_like(values)
+        yield "Allreduce", values, total, MPI.SUM
+        return support, total
 
     # -- sync mode: a check begun at one check point, settled at the next --------
 

@@ -35,6 +35,7 @@ class Engine:
             else:
                 self.points = DelayedCheckPoints(self.coordinator, delay)
             transport.steer = self.coordinator.steer if config.budget else None  # --budget: Δ at full syncs
+            transport.partial = self.coordinator.partial_budget if config.partial else None  # --partial: θΔ
 
     def end_pilot(self, world, statistics, learner):
         """--delta auto, after round P on every rank: the pilot's ``statistics``

@@ -144,6 +144,7 @@ class OnlineLearners:
         wire.sum_blocks(wire.encode_block(1.0, 0.0, z[:1], 1), 1, 1)  # a full sync's pairs exchange
         scratch.sync_pairs(0, np.empty(1), np.empty(1, np.int32))
         scratch.sync_pairs_and_model(0, np.empty(1), np.empty(1, np.int32))
+        scratch.partial_support(0, 0.0, np.empty(1), np.empty(1, np.int32))  # --partial
 
     # -- learning -----------------------------------------------------------
 
@@ -302,6 +303,36 @@ class OnlineLearners:
         uniform = wire.uniforms(self.first_id + ids, self.encoded[ids], self.dim)
         self.encoded[ids] += 1
         return wire.sync_levels_of(x, c, k, uniform, self.compress)
+
+    def partial_support(self, l, budget, d, idx):
+        """Learner l's part of a partial sync (docs/ALGORITHMS.md §4.7):
+        d ← w_l − r (dense) and S_l, the fewest coordinates of largest |d_j|
+        that leave the rest's Σ d_j² ≤ budget (= θΔ), into idx (increasing);
+        returns |S_l|."""
+        sync.deviation(self.alpha[l], self.s[l], self.V[l], self.r, d)
+        return sync.select_support(d, budget, idx)
+
+    def set_partial_sum(self, support, total, k):
+        """Partial averaging of every learner here (a rank's one, or the
+        simulator's k): total = [Σ_l (w_l − r)_S, Σ_l b_l] over the k learners
+        of the run, for S = ``support`` (increasing). On S every w_l and r take
+        the mean (r_S ← r_S + mean d_S); off S every w_l and r stay; every b_l
+        and r_b take the mean bias."""
+        n = self.n_features
+        ids = np.arange(self.k)
+        z = self.models(ids)
+        d = z[:, :n] + (z[:, n + 1] - 1.0)[:, None] * self.r  # w_l − r = (α − 1)·r + u
+        self._flush_averages()
+        before = (self.r.copy() if len(self.Xi) else None), self.r_bias
+        self.r[support] += total[:-1] / k  # r_S ← mean_l w_lS
+        self.r_bias = float(total[-1] / k)
+        self._new_reference(*before)  # every learner at r' (u = 0)
+        d[:, support] = 0.0  # w_l − r' = 0 on S, d_l off S
+        z[:, :n] = d
+        z[:, n] = self.r_bias
+        z[:, n + 1] = 1.0
+        for l in ids:
+            self.set_models([l], z[l])
 
     def set_reference_sum(self, total, k):
         """``set_reference(total / k)`` with the mean fused into the one pass over r."""

@@ -100,6 +100,7 @@ class SimTransport:
         self.last_count = 0  # violators of the check begun last
         self.variance_log = []  # fda: (sums, exact δ) of every check begun
         self.steer = None  # --budget: Coordinator.steer, after every full sync
+        self.partial = None  # --partial: Coordinator.partial_budget, θΔ at every full sync (_partial_sync)
         self.at = 0  # the rounds every learner has done (set at each check point)
         self.entries = 0  # --budget: the non-zeros of the rows every learner has learned (set with ``at``)
         self._paced = 0  # pacing barriers started (default mode), the last one open until the next
@@ -400,28 +401,51 @@ class SimTransport:
         L, n, k, compress = self.L, self.L.n_features, self.L.k, self.L.compress
         if self.resolving:
             self.send("fullsync_command", np.arange(1, k))
-        ids = np.arange(k)
-        z, nnz, scales = L.sync_parts(ids)
-        probe = wire.sync_probe_size(n, k, compress)
-        if probe:  # MPITransport._full_sync_steps: max nnz and the shared scales
-            self.allreduce("full_sync", 8 * probe)
-            m, c = int(nnz.max()), scales.max(axis=0)
-        if probe and wire.sync_pairs(n, k, compress, m):
-            self.allgather("full_sync", wire.sync_block_nbytes(m))
-            total = _sum_in_order(z)  # as wire.sum_blocks adds the blocks
-        elif compress == "none":
-            self.allreduce("full_sync", wire.dense_nbytes(n))
-            total = _sum_in_order(z)
+        budget = None if self.partial is None else self.partial()
+        if budget is not None:
+            self._partial_sync(budget)
         else:
-            self.allreduce("full_sync", wire.sync_dense_nbytes(n, k, compress))
-            total = wire.sync_unlevel(L.sync_levels(ids, z, c, k).sum(axis=0), c, k, L.r_bias, compress)
-        L.set_reference_sum(total, k)
+            ids = np.arange(k)
+            z, nnz, scales = L.sync_parts(ids)
+            probe = wire.sync_probe_size(n, k, compress)
+            if probe:  # MPITransport._full_sync_steps: max nnz and the shared scales
+                self.allreduce("full_sync", 8 * probe)
+                m, c = int(nnz.max()), scales.max(axis=0)
+            if probe and wire.sync_pairs(n, k, compress, m):
+                self.allgather("full_sync", wire.sync_block_nbytes(m))
+                total = _sum_in_order(z)  # as wire.sum_blocks adds the blocks
+            elif compress == "none":
+                self.allreduce("full_sync", wire.dense_nbytes(n))
+                total = _sum_in_order(z)
+            else:
+                self.allreduce("full_sync", wire.sync_dense_nbytes(n, k, compress))
+                total = wire.sync_unlevel(L.sync_levels(ids, z, c, k).sum(axis=0), c, k, L.r_bias, compress)
+            L.set_reference_sum(total, k)
         self.sent = {}
         self.results += 1
         if self.steer is not None:  # --budget: MPITransport._full_sync_steps
             spent = self.counters()[0].sum()
             self.allreduce("full_sync", wire.BUDGET_BYTES)
             self.steer(spent, self.at * k, self.entries, n)
+
+    def _partial_sync(self, budget):
+        """--partial (``MPITransport._partial_steps``, the same bytes): every
+        learner's S_l for θΔ = budget, the probe of m = max |S_l|, the index
+        blocks, the sum over their union S; or, when the blocks would
+        outweigh a dense sum, the dense full sync."""
+        L, n, k = self.L, self.L.n_features, self.L.k
+        d, idx = np.empty((k, n)), np.empty((k, n), dtype=np.int32)
+        counts = [L.partial_support(l, budget, d[l], idx[l]) for l in range(k)]
+        self.allreduce("full_sync", 8)
+        m = max(counts)
+        if not wire.partial_pays(n, k, m):
+            self.allreduce("full_sync", wire.dense_nbytes(n))
+            L.set_reference_sum(_sum_in_order(L.models(np.arange(k))), k)
+            return
+        self.allgather("full_sync", wire.index_block_nbytes(m))
+        support = np.unique(np.concatenate([idx[l, :c] for l, c in enumerate(counts)]))
+        self.allreduce("full_sync", 8 * (len(support) + 1))
+        L.set_partial_sum(support, np.append(d[:, support].sum(axis=0), L.bias.sum()), k)
 
     def pace(self):
         """Default mode, at a pace round: every rank waits for the previous pacing

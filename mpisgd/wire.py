@@ -360,6 +360,51 @@ def _add_block(total, buf, n, m):
     total[n + 1] += head[0]
 
 
+# Partial averaging (--partial θ, docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial syncs"): after
+# the probe of m = max |S_l|, each rank's S_l as one index block int32 [|S_l|, j …] padded to m
+# entries (Allgather), then the sum of [(w_l − r)_S, b_l] over the union S (Allreduce). When the
+# index blocks alone would outweigh the dense sum the sync is a full one (dense Allreduce).
+
+def index_block_nbytes(m):
+    """Bytes of one rank's index block for m = max |S_l|."""
+    return 4 * (m + 1)
+
+
+def partial_pays(n, k, m):
+    """Whether the partial exchange (m = max |S_l|, from the probe) is made, not a dense full sync."""
+    return k * index_block_nbytes(m) < dense_nbytes(n)
+
+
+def fill_index_block(buf, idx, m):
+    """One rank's index block (int32, m + 1 entries: a view of a kept buffer)
+    of S_l = idx (at most m indices, increasing); the padding is zeroed."""
+    c = len(idx)
+    if c > m:
+        raise MpisgdError(f"wire: an index block holds at most m = {m} indices; S_l has {c}")
+    buf[0] = c
+    buf[1 : 1 + c] = idx
+    buf[1 + c :] = 0
+    return buf
+
+
+def union_of_blocks(blocks, n, m):
+    """S = ∪ S_l of the k index blocks (int32, k·(m + 1)), increasing; refuses
+    a count outside [0, m] and indices outside [0, n) or not strictly increasing."""
+    size = m + 1
+    if blocks.ndim != 1 or blocks.dtype != np.int32 or len(blocks) % size:
+        raise MpisgdError(f"wire: {blocks.nbytes} bytes are not whole index blocks of {4 * size} bytes")
+    mask = np.zeros(n, dtype=np.bool_)
+    for b in range(len(blocks) // size):
+        block = blocks[b * size : (b + 1) * size]
+        c = int(block[0])
+        idx = block[1 : 1 + c] if 0 <= c <= m else None
+        if idx is None or (c and (idx[0] < 0 or idx[-1] >= n or np.any(np.diff(idx) <= 0))):
+            raise MpisgdError(f"wire: an index block of a partial sync has a count outside [0, {m}] or "
+                              f"indices outside [0, {n}) or not strictly increasing")
+        mask[idx] = True
+    return np.flatnonzero(mask)
+
+
 def sync_levels_of(x, c, k, uniform, compress):
     """Integer levels q = SR(L·x/c) of one learner's x (an (…, n + 2) array of
     [u, b − r_b, α − 1]) with shared scales c = [c_u, c_b, c_α], as int64."""

@@ -473,3 +473,16 @@ def naive_variance(w, b):
     """δ = (1/k) Σ_l ‖[w_l, b_l] − mean‖²."""
     W = np.column_stack([w, b])
     return float(((W - W.mean(axis=0)) ** 2).sum(axis=1).mean())
+
+
+def naive_partial_support(d, budget):
+    """S_l of partial averaging, by brute force over the sort: the fewest
+    coordinates of largest |d_j| (ties: the larger j first) whose complement
+    has Σ d_j² ≤ budget; increasing."""
+    nz = np.flatnonzero(d)
+    order = nz[np.argsort(d[nz] ** 2, kind="stable")]  # smallest first
+    for m in range(len(order) + 1):
+        rest = order[: len(order) - m]
+        if np.sum(d[rest] ** 2) <= budget:
+            return np.sort(order[len(order) - m :])
+    return np.sort(order)

@@ -163,6 +163,14 @@ def test_killed_run_resumes_to_the_same_result_other_protocols(tmp_path, protoco
     kill_and_resume(tmp_path, tmp_path / "plain", args, kill_round=120, every=60)
 
 
+def test_killed_run_with_partial_averaging_resumes_to_the_same_result(tmp_path):
+    """--partial: r is the mean only on the coordinates synced so far, and the
+    learners keep their own elsewhere; the checkpoint's r and models are that state."""
+    args = [*SYNTHETIC, *PROTOCOL, "--partial", 0.5]
+    ok(tmp_path / "plain", *args)
+    kill_and_resume(tmp_path, tmp_path / "plain", args, kill_round=300, every=100)
+
+
 def test_killed_run_with_a_budget_resumes_with_the_steered_delta(tmp_path):
     """--budget steers Δ at every full sync: a resumed run goes on from the Δ it had reached."""
     args = [*SYNTHETIC, *PROTOCOL, "--budget", 0.3]

@@ -46,12 +46,17 @@ CASES = [
     ["--protocol", "dynamic", "--delta", "0.05", "--period", "2", "--rule", "rda", "--gamma", "0.5", "--l1", "0.02"],
     ["--protocol", "dynamic", "--delta", "auto", "--pilot-rounds", "20", "--rule", "rda", "--gamma", "2"],
     ["--protocol", "static", "--period", "3", "--rule", "rda", "--l1", "0.01", "--loss", "hinge"],
+    # partial averaging (docs/ALGORITHMS.md §4.7): index blocks, then the sum over their union
+    ["--protocol", "dynamic", "--delta", "0.3", "--partial", "0.5", *PAPER_LEARNER],
+    ["--protocol", "dynamic", "--delta", "0.2", "--period", "2", "--partial", "0.2", "--budget", "0.5",
+     "--compress", "q8"],
 ]
 # sparse full syncs: on 1,100 features a dense sum is over wire.SYNC_PROBE_MIN_BYTES, and the
 # pairs of k ≤ 3 learners touched for b rounds are the smaller (docs/WIRE.md, "Full syncs")
 WIDE_CASES = [
     ["--protocol", "static", "--period", "1"],
     ["--protocol", "dynamic", "--delta", "0.3", "--period", "2"],
+    ["--protocol", "dynamic", "--delta", "0.3", "--period", "2", "--partial", "0.3"],
 ]
 
 
@@ -216,6 +221,23 @@ def test_budget_runs_in_the_default_mode(k, hedge, shards, tmp_path):
     if k == 2:
         assert report["protocol"]["balancings"] == 0
     assert budget["F"] == 0.3 and budget["horizon"] == k * 400 and budget["delta"] != 0.3
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("k", [2, 3])
+def test_partial_averaging_runs_in_the_default_mode(k, wide_shards, tmp_path):
+    """--partial in the async default mode: every partial sync (its probe, index
+    blocks and sum as nonblocking collectives) completes on every rank whatever
+    the timing, each with its three collectives."""
+    args = ["--protocol", "dynamic", "--delta", "0.3", "--period", "2", "--partial", "0.3", *PAPER_LEARNER]
+    cmd = [str(MPIEXEC), "-n", str(k), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *wide_shards[k],
+           "--out", str(tmp_path), "--quiet", *args]
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    syncs = report["protocol"]["full_syncs"]["total"] - report["protocol"]["full_syncs"]["final"]
+    messages = report["communication"]["sent"]["full_sync"]["messages"]
+    assert syncs > 0 and messages == k * (3 * syncs + 1)  # probe, index blocks, sum; the final Allreduce
 
 
 DEMO = ["--synthetic", "disjunction", "--rounds", "6000", "--features", "100", "--drift-prob", "0.001", "--seed", "0",

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from mpisgd.kernels import sync
+from mpisgd.learners import OnlineLearners
+from tests.naive import naive_partial_support
 
 
 def model(rng, k, n, density):
@@ -89,3 +91,95 @@ def test_gather_pairs_matches_the_numpy_twin(density, scale):
     assert c == len(want)
     np.testing.assert_array_equal(idx[:c], want)
     np.testing.assert_array_equal(vals[:c], u[want])
+
+
+# -- partial averaging (docs/ALGORITHMS.md §4.7) ----------------------------------
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.1, 0.5, 0.99, 1.000001, 2.0])  # off the rounding of ‖d‖² itself
+def test_select_support_matches_the_numpy_twin(fraction):
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        n = int(rng.integers(1, 400))
+        d = np.where(rng.random(n) < 0.3, rng.standard_normal(n), 0.0)
+        d[rng.random(n) < 0.05] = 0.5  # ties
+        budget = fraction * float(d @ d)
+        idx = np.full(n, -1, np.int32)
+        m = sync.select_support(d, budget, idx)
+        want = naive_partial_support(d, budget)
+        np.testing.assert_array_equal(idx[:m], want)
+        rest = np.delete(d, idx[:m])
+        assert rest @ rest <= budget * (1 + 1e-12)
+        sent = d[idx[:m]] ** 2
+        assert m == 0 or (d @ d) - sent.sum() + sent.min() > budget  # the fewest: one less leaves too much
+
+
+def test_deviation_is_w_minus_r():
+    rng = np.random.default_rng(8)
+    r, v, d = rng.standard_normal(50), rng.standard_normal(50), np.empty(50)
+    sync.deviation(0.7, 1.3, v, r, d)
+    np.testing.assert_allclose(d, 0.7 * r + 1.3 * v - r, rtol=1e-15, atol=1e-15)
+
+
+def trained(k, n, average, seed):
+    """k learners that took different steps from a shared non-zero reference (α ≠ 1: λ > 0)."""
+    L = OnlineLearners(k, n, loss="log", lam=0.01, schedule="constant", eta0=0.5, average=average)
+    rng = np.random.default_rng(seed)
+    L.set_reference(np.concatenate([rng.standard_normal(n), [0.3, 1.0]]))
+    rows = 40 * k
+    nnz = 5
+    indptr = np.arange(rows + 1) * nnz
+    indices = np.sort(rng.integers(0, n, (rows, nnz)), axis=1).astype(np.int32).ravel()
+    for row in indices.reshape(rows, nnz):  # distinct, increasing indices per row
+        row[:] = np.sort(rng.choice(n, nnz, replace=False))
+    L.learn(indptr, indices, rng.standard_normal(rows * nnz), rng.choice([-1.0, 1.0], rows),
+            np.arange(rows, dtype=np.int64) % k)
+    return L
+
+
+def partial_sync(L, budget):
+    """Every learner's S_l, their union S and the sum over it, as the simulator makes them."""
+    k, n = L.k, L.n_features
+    d, idx = np.empty((k, n)), np.empty((k, n), np.int32)
+    counts = [L.partial_support(l, budget, d[l], idx[l]) for l in range(k)]
+    support = np.unique(np.concatenate([idx[l, :c] for l, c in enumerate(counts)]))
+    L.set_partial_sum(support, np.append(d[:, support].sum(axis=0), L.bias.sum()), k)
+    return support
+
+
+@pytest.mark.parametrize("theta", [0.05, 0.3, 1.0])
+@pytest.mark.parametrize("average", [False, True])
+def test_partial_sync_keeps_the_mean_and_meets_the_condition(theta, average):
+    k, n = 3, 200
+    L = trained(k, n, average, seed=int(theta * 100))
+    W = np.array([L.weights(l)[0] for l in range(k)])
+    b = L.bias.copy()
+    r, r_b = L.reference
+    averaged = [L.averaged_weights(l) for l in range(k)] if average else None
+    delta = 0.5 * float(np.max(L.distances()))  # the farthest learner violates
+    support = partial_sync(L, theta * delta)
+    W2 = np.array([L.weights(l)[0] for l in range(k)])
+    r2, r_b2 = L.reference
+    assert 0 < len(support) < n
+    np.testing.assert_allclose(W2.mean(axis=0), W.mean(axis=0), rtol=1e-12, atol=1e-12)  # mean kept everywhere
+    off = np.setdiff1d(np.arange(n), support)
+    np.testing.assert_allclose(W2[:, off], W[:, off], rtol=1e-12, atol=1e-14)  # off S every model stays
+    np.testing.assert_array_equal(r2[off], r[off])  # and r
+    np.testing.assert_allclose(W2[:, support], np.broadcast_to(W[:, support].mean(axis=0), (k, len(support))),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(r2[support], W[:, support].mean(axis=0), rtol=1e-12, atol=1e-12)  # r_S ← the mean
+    assert np.allclose(L.bias, b.mean()) and np.isclose(r_b2, b.mean())
+    exact = ((W2 - r2) ** 2).sum(axis=1) + (L.bias - r_b2) ** 2
+    assert np.all(exact <= theta * delta * (1 + 1e-9))  # the condition holds after the sync
+    np.testing.assert_allclose(L.distances(), exact, rtol=1e-9, atol=1e-12)  # and the O(1) distances know it
+    if average:  # ASGD: a sync moves the models, not the averages of the steps made before it
+        for l in range(k):
+            np.testing.assert_allclose(L.averaged_weights(l)[0], averaged[l][0], rtol=1e-12, atol=1e-12)
+
+
+def test_partial_sync_with_the_whole_budget_averages_nothing_but_the_bias():
+    L = trained(2, 60, False, seed=3)
+    W = np.array([L.weights(l)[0] for l in range(2)])
+    support = partial_sync(L, float(np.max(L.distances())) + 1.0)
+    assert len(support) == 0
+    np.testing.assert_allclose(np.array([L.weights(l)[0] for l in range(2)]), W, rtol=1e-12, atol=1e-14)

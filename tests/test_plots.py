@@ -23,6 +23,8 @@ def test_labels_name_the_protocol_and_its_parameters(tmp_path):
     fixed = simulate(tmp_path, "d", "--protocol", "dynamic", "--delta", "3", "--period", "2",
                      "--hedge", "counter", "--mode", "sync", "--compress", "q8")
     assert run_label(fixed) == "dynamic Δ=3.0 b=2, counter hedge, sync mode, q8"
+    partial = simulate(tmp_path, "p", "--protocol", "dynamic", "--delta", "3", "--period", "2", "--partial", "0.5")
+    assert run_label(partial) == "dynamic Δ=3.0 b=2, half hedge, partial θ=0.5"
     auto = simulate(tmp_path, "a", "--protocol", "dynamic", "--period", "1")
     assert run_label(auto).startswith(f"dynamic Δ=auto ({auto['delta_auto']['delta']:.3g}) b=1")
 

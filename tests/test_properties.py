@@ -305,6 +305,47 @@ def test_wire_pairs_blocks(seed, m, flips):
         np.testing.assert_array_equal(wire.sum_blocks(buf, n, m), expected)
 
 
+def naive_union_of_blocks(raw, n, m):
+    """S = ∪ S_l of partial sync index blocks read field by field; None if invalid."""
+    size = 4 * (m + 1)
+    if len(raw) % size:
+        return None
+    chosen = set()
+    for b in range(len(raw) // size):
+        block = [int(i) for i in np.frombuffer(raw[b * size : (b + 1) * size], "<i4")]
+        count = block[0]
+        if not 0 <= count <= m:
+            return None
+        idx = block[1 : 1 + count]
+        if any(not 0 <= i < n for i in idx) or any(b2 <= a for a, b2 in zip(idx, idx[1:])):
+            return None
+        chosen.update(idx)
+    return np.array(sorted(chosen), dtype=np.int64)
+
+
+@share(1.0)
+@given(st.integers(0, 2**63), st.integers(0, 6), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 7)),
+                                                        max_size=3))
+def test_wire_index_blocks(seed, m, flips):
+    """Valid index blocks of a partial sync (3 ranks) with bits flipped: the twin's union, or refused."""
+    n = 64
+    blocks = []
+    for r in range(3):
+        rng = np.random.default_rng([seed, r])
+        idx = np.sort(rng.choice(n, int(rng.integers(0, m + 1)), replace=False)).astype(np.int32)
+        blocks.append(wire.fill_index_block(np.empty(m + 1, np.int32), idx, m))
+    raw = bytearray(np.concatenate(blocks).tobytes())
+    for pos, bit in flips:
+        raw[pos % len(raw)] ^= 1 << bit
+    expected = naive_union_of_blocks(bytes(raw), n, m)
+    buf = np.frombuffer(bytes(raw), np.int32)
+    if expected is None:
+        with pytest.raises(MpisgdError, match="wire: "):
+            wire.union_of_blocks(buf, n, m)
+    else:
+        np.testing.assert_array_equal(wire.union_of_blocks(buf, n, m), expected)
+
+
 # -- LIBSVM ----------------------------------------------------------------------------
 
 

@@ -193,6 +193,24 @@ def test_pairs_blocks_sum_in_order_and_refuse_bad_blocks():
         wire.encode_block(1.0, 0.0, u_of([0, 1, 2, 3, 4], 1.0), m)
 
 
+def test_index_blocks_unite_and_refuse_bad_blocks():
+    n, m = 20, 3
+    blocks = [wire.fill_index_block(np.empty(m + 1, np.int32), np.array(idx, np.int32), m)
+              for idx in ([1, 7], [0, 1, 19], [])]
+    assert all(b.nbytes == wire.index_block_nbytes(m) == 4 * (m + 1) for b in blocks)
+    np.testing.assert_array_equal(wire.union_of_blocks(np.concatenate(blocks), n, m), [0, 1, 7, 19])
+    for count, idx in ((4, [0, 1]), (-1, [0, 1]), (2, [1, 1]), (2, [0, 20]), (2, [-1, 0]), (2, [3, 2])):
+        bad = blocks[0].copy()
+        bad[0], bad[1:3] = count, idx
+        with pytest.raises(MpisgdError, match="index block of a partial sync"):
+            wire.union_of_blocks(bad, n, m)
+    with pytest.raises(MpisgdError, match="whole index blocks"):
+        wire.union_of_blocks(blocks[0][:-1], n, m)
+    with pytest.raises(MpisgdError, match="at most m = 3 indices"):
+        wire.fill_index_block(np.empty(m + 1, np.int32), np.arange(4, dtype=np.int32), m)
+    assert wire.partial_pays(n, 2, m) == (2 * 4 * (m + 1) < wire.dense_nbytes(n))
+
+
 @pytest.mark.parametrize("k", [1, 2, 3, 258, 259, 512, 4095, 4096, 10**5])
 @pytest.mark.parametrize("compress", ["fp16", "q8"])
 def test_quantized_sums_cannot_overflow(k, compress):

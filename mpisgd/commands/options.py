@@ -100,6 +100,10 @@ def add_protocol_arguments(g):
     tuning(g.add_argument("--pilot-rounds", type=int, default=PILOT_ROUNDS, help="P: the pilot of --delta auto"))
     g.add_argument("--budget", type=float, default=None,
                    help="F in (0, 1]: Δ steered at every full sync toward F times the bytes static b=8 would send")
+    tuning(g.add_argument("--partial", type=float, default=None, metavar="THETA",
+                          help="θ in (0, 1], dynamic: a full sync averages only the coordinates of largest "
+                          "divergence, enough to leave every learner's ‖w − r‖² ≤ θΔ; the rest stay local "
+                          "(default: off)"))
     tuning(g.add_argument("--hedge", choices=HEDGES, default=AUTO,
                           help="counter (Kamp et al.): a full sync once k violations have been counted since the "
                           "last one; half (the authors' DynamicHedgeSync): no counter, the balancing set doubles "
@@ -202,7 +206,8 @@ def protocol_config(args):
 
     return ProtocolConfig(
         name=args.protocol, mode=args.mode, period=args.period, delta=args.delta, delta_decay=args.delta_decay,
-        delta_scale=args.delta_scale, pilot_rounds=args.pilot_rounds, budget=args.budget, hedge=args.hedge,
+        delta_scale=args.delta_scale, pilot_rounds=args.pilot_rounds, budget=args.budget, partial=args.partial,
+        hedge=args.hedge,
         augmentation=args.augmentation, counter_counts=args.counter_counts,
         counter_reset=args.counter_reset, counter_limit=args.counter_limit, burst_fraction=args.burst_fraction,
         seed=args.protocol_seed, theta=args.theta, fda_directions=args.fda_directions,

@@ -104,3 +104,42 @@ def add_pairs(total, vals, idx, n):
         last = j
         total[j] += vals[i]
     return True
+
+
+# -- partial averaging (docs/ALGORITHMS.md §4.7) ----------------------------------
+
+
+@njit(cache=True)
+def deviation(alpha, s, v, r, d):
+    """d = w − r = (α − 1)·r + s·v of one learner, in one pass into d."""
+    a = alpha - 1.0
+    for j in range(r.shape[0]):
+        d[j] = a * r[j] + s * v[j]
+
+
+@njit(cache=True)
+def select_support(d, budget, idx):
+    """S_l of partial averaging: the fewest coordinates, those of largest
+    |d_j|, that leave Σ_{j∉S_l} d_j² ≤ budget (= θΔ); written into idx in
+    increasing j; returns |S_l| (0 when ‖d‖² ≤ budget already)."""
+    n = d.shape[0]
+    nz = np.empty(n, dtype=np.int64)
+    c = 0
+    for j in range(n):
+        if d[j] != 0.0:
+            nz[c] = j
+            c += 1
+    nz = nz[:c]
+    sq = d[nz] * d[nz]
+    order = np.argsort(sq, kind="mergesort")  # smallest first (stable: ties by j): the coordinates that may stay local
+    # keep the longest prefix of the smallest whose sum (added smallest first) stays ≤ budget
+    kept = 0
+    rest = 0.0
+    while kept < c and rest + sq[order[kept]] <= budget:
+        rest += sq[order[kept]]
+        kept += 1
+    m = c - kept  # the largest m coordinates are sent
+    chosen = np.sort(nz[order[kept:]])
+    for i in range(m):
+        idx[i] = chosen[i]
+    return m

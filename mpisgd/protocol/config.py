@@ -107,6 +107,7 @@ CONSTRAINTS = {
     "delta_scale": [POSITIVE, Unset()],
     "pilot_rounds": [Interval(int, 1, None)],
     "budget": [Interval(float, 0, 1, "right"), Unset()],
+    "partial": [Interval(float, 0, 1, "right"), Unset()],
     "hedge": [Options(HEDGES)],
     "delta_decay": [Boolean()],
     "augmentation": [Options(AUGMENTATIONS)],
@@ -148,6 +149,7 @@ class ProtocolConfig:
     delta_scale: float = None  # c of the auto rule (auto_delta; None: the rule's own, DELTA_SCALE or RDA_DELTA_SCALE)
     pilot_rounds: int = PILOT_ROUNDS  # P: with delta AUTO, rounds 1..P are unchecked and measure G
     budget: float = None  # F: Δ steered at each full sync toward F times static b=8's bytes (None: off)
+    partial: float = None  # θ: a full sync averages only what leaves each ‖w_l − r‖² ≤ θΔ (None: off)
     hedge: str = AUTO  # counter: v ≥ k forces a full sync; half: B doubles until |B| ≥ k/2; AUTO: hedge_of
     delta_decay: bool = False  # Δ_t = Δ0 / √t
     augmentation: str = "random-one"
@@ -198,6 +200,10 @@ class ProtocolConfig:
             for parameter in ("delta_scale", "pilot_rounds"):
                 if getattr(self, parameter) != _default(parameter):
                     raise refuse(parameter, f"belongs to --delta auto, not to --delta {self.delta!r}")
+        if self.partial is not None and self.delta_decay:
+            raise refuse("partial", "needs one Δ that every rank knows at a full sync, not delta_decay's Δ_t")
+        if self.partial is not None and self.node_size is not None:
+            raise refuse("partial", "does not serve hierarchical synchronization (--node-size) yet")
         if self.budget is not None and self.delta_decay:
             raise refuse("budget", "steers the Δ of the dynamic protocol, not with delta_decay")
         if self.node_size is None:

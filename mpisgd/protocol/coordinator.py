@@ -132,6 +132,15 @@ class Coordinator:
                                           entries, n_features, self.budget)
         return self.delta
 
+    def partial_budget(self):
+        """--partial θ: θΔ, the divergence each learner may keep off a full
+        sync, which then averages only the coordinates beyond it
+        (docs/ALGORITHMS.md §4.7); None: a full sync of every coordinate
+        (no --partial, or Δ not measured yet)."""
+        if self.config.partial is None or self.delta is None:
+            return None
+        return self.config.partial * float(self.delta)
+
     # -- full syncs ---------------------------------------------------------
 
     def full_sync_steps(self, cause):

@@ -13,9 +13,9 @@ class Dynamic(Protocol):
     """Resolve local violations; the violation counter or the half hedge."""
 
     name = "dynamic"
-    parameters = ("period", "delta", "delta_scale", "pilot_rounds", "budget", "hedge", "delta_decay", "augmentation",
-                  "counter_counts", "counter_reset", "counter_limit", "burst_fraction", "seed", "pace", "node_size",
-                  "node_period")
+    parameters = ("period", "delta", "delta_scale", "pilot_rounds", "budget", "partial", "hedge", "delta_decay",
+                  "augmentation", "counter_counts", "counter_reset", "counter_limit", "burst_fraction", "seed", "pace",
+                  "node_size", "node_period")
     defaults = {"delta": AUTO}  # Δ measured in a pilot (docs/ALGORITHMS.md §4.4) unless given
     silent = False
     checks = True
@@ -34,7 +34,8 @@ class Dynamic(Protocol):
         if hedge == AUTO:  # simulate reports the option; train the hedge it resolved to
             k = config.get("ranks") or report.get("k") or 0
             hedge = "half" if 0 < k <= HALF_HEDGE_LEARNERS else "counter"
-        return f"dynamic Δ={delta} b={p.get('period')}, {hedge} hedge" + sync_mode(report)
+        partial = f", partial θ={p['partial']:g}" if p.get("partial") else ""
+        return f"dynamic Δ={delta} b={p.get('period')}, {hedge} hedge{partial}" + sync_mode(report)
 
     @staticmethod
     def check(points, t, transport):
