@@ -169,8 +169,10 @@ def fig2_plot(rows, path):
             a.set_xlabel("epochs")
             a.grid(alpha=0.3)
         a2.legend(fontsize=8)
+    fig.suptitle("Bottou's Fig. 2 on our data: SGD, SGD-QN and ASGD, one partial_fit an epoch (mpisgd.SGDClassifier)",
+                 fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
