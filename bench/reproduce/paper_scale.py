@@ -10,8 +10,11 @@ messages (every message, control included) and bytes, each divided by static
 b=8's on the same seed, and the 10th–90th percentile range. Messages are those
 ``mpisgd train`` sends in that mode: ``sync`` pays one 8-byte nonblocking
 Allreduce per rank at every check point; the default ``async`` mode only for
-violations and their resolutions (the simulator counts resolutions as
-instant, docs/WIRE.md).
+violations and their resolutions. The default mode's resolutions take effect
+``--async-delay`` rounds after their check (0, the paper's instant resolution,
+unless given; ``mpisgd simulate`` models ``train``'s with 4, docs/RUNNING.md).
+
+    python bench/reproduce/paper_scale.py --seeds 3 --async-delay 4     # as train resolves
 """
 
 import argparse
@@ -37,7 +40,7 @@ def configurations():
 
 
 def one_seed(task):
-    seed, k, rounds = task
+    seed, k, rounds, delay = task
     from mpisgd.protocol import ProtocolConfig
     from mpisgd.simulator import Simulation, make_stream, run_many
 
@@ -45,7 +48,8 @@ def one_seed(task):
     names, sims = [], []
     for name, protocol, mode in configurations():
         names.append(name)
-        sims.append(Simulation(k, 100, rounds, ProtocolConfig(**protocol), LEARNER, mode=mode))
+        config = ProtocolConfig(**protocol, mode=mode)
+        sims.append(Simulation(k, 100, rounds, config, LEARNER, async_delay=delay if config.asynchronous(k) else 0))
     start = time.perf_counter()
     results = run_many(stream, rounds, sims)
     out = {name: {"errors": r["errors"], "messages": sum(r["messages_sent"].values()),
@@ -61,15 +65,17 @@ def main():
     p.add_argument("--k", type=int, default=512)
     p.add_argument("--rounds", type=int, default=25000)
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--async-delay", type=int, default=0,
+                   help="rounds from a check to its resolution in the default mode (0: the paper's instant one)")
     p.add_argument("--json", default=None, help="also write the per-seed results here")
     args = p.parse_args()
-    tasks = [(s, args.k, args.rounds) for s in range(args.seeds)]
+    tasks = [(s, args.k, args.rounds, args.async_delay) for s in range(args.seeds)]
     with get_context("spawn").Pool(args.jobs) as pool:
         per_seed = pool.map(one_seed, tasks)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(per_seed, f, indent=1)
-    print(f"disjunction n=100, k={args.k}, T={args.rounds}, {args.seeds} seeds; "
+    print(f"disjunction n=100, k={args.k}, T={args.rounds}, {args.seeds} seeds, async delay {args.async_delay}; "
           "ratios to static b=8 on the same seed: median [10th, 90th percentile]\n")
     print("| configuration | errors | MPI messages | bytes |\n|---|---|---|---|")
     for name, _p, _m in configurations():
