@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields, replace
 
 from mpisgd.errors import MpisgdError
 from mpisgd.protocol.delta import AUTO, PILOT_ROUNDS
+from mpisgd.protocol.dynamic import HALF_HEDGE_LEARNERS, auto_hedge
 from mpisgd.protocol.registry import REGISTRY
 
 PROTOCOLS = tuple(REGISTRY)  # the names of the protocols (``mpisgd.protocol.registry``)
@@ -28,7 +29,6 @@ FDA_ESTIMATES = ("linear", "exact")  # exact: the simulator's oracle δ, a diagn
 # Kamp et al.'s violation counter, or the authors' later DynamicHedgeSync; hedge = AUTO: half with at most
 # HALF_HEDGE_LEARNERS learners, where it makes every resolution a full sync, else the counter (§4.5)
 HEDGES = (AUTO, "counter", "half")
-HALF_HEDGE_LEARNERS = 4  # the most learners at which doubling a lone violator reaches half of them (4·1 ≥ k)
 PACE = 256  # R: rounds between the default mode's pacing barriers (measured: docs/RUNNING.md, "Pacing")
 SHARED = "shared"  # node_size = SHARED: the nodes of MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
 
@@ -260,14 +260,9 @@ class ProtocolConfig:
         return k > 1 and self.protocol.checks
 
     def hedge_of(self, k):
-        """The hedge among k learners: ``hedge``, or for AUTO the half hedge
-        with at most HALF_HEDGE_LEARNERS, where every resolution becomes a
-        full sync with no model sent (``syncs_every_violation``), and Kamp et
-        al.'s counter with more, where it reaches static b=8's error with fewer
-        bytes (docs/ALGORITHMS.md §4.5)."""
-        if self.hedge != AUTO:
-            return self.hedge
-        return "half" if k <= HALF_HEDGE_LEARNERS else "counter"
+        """The hedge among k learners: ``hedge``, or for AUTO the dynamic
+        protocol's choice for k (``dynamic.auto_hedge``)."""
+        return auto_hedge(k) if self.hedge == AUTO else self.hedge
 
     def syncs_every_violation(self, k):
         """Whether, among k learners, every resolution of the dynamic protocol

@@ -8,6 +8,17 @@ from mpisgd.protocol.base import Protocol, sync_mode
 from mpisgd.protocol.coordinator import drive
 from mpisgd.protocol.delta import AUTO
 
+HALF_HEDGE_LEARNERS = 4  # the most learners at which doubling a lone violator reaches half of them (4·1 ≥ k)
+
+
+def auto_hedge(k):
+    """The hedge of ``--hedge auto`` among k learners: the half hedge with at
+    most HALF_HEDGE_LEARNERS, where every resolution becomes a full sync with
+    no model sent (``ProtocolConfig.syncs_every_violation``), and Kamp et al.'s
+    counter with more, where it reaches static b=8's error with fewer bytes
+    (docs/ALGORITHMS.md §4.5)."""
+    return "half" if k <= HALF_HEDGE_LEARNERS else "counter"
+
 
 class Dynamic(Protocol):
     """Resolve local violations; the violation counter or the half hedge."""
@@ -23,8 +34,6 @@ class Dynamic(Protocol):
 
     @classmethod
     def label(cls, report):
-        from mpisgd.protocol.config import HALF_HEDGE_LEARNERS  # config imports the registry
-
         config = report["configuration"]
         p = config["protocol"]
         delta = p.get("delta")
@@ -33,7 +42,7 @@ class Dynamic(Protocol):
         hedge = (report.get("protocol") or {}).get("hedge") or p.get("hedge")
         if hedge == AUTO:  # simulate reports the option; train the hedge it resolved to
             k = config.get("ranks") or report.get("k") or 0
-            hedge = "half" if 0 < k <= HALF_HEDGE_LEARNERS else "counter"
+            hedge = auto_hedge(k) if k > 0 else "counter"
         partial = f", partial θ={p['partial']:g}" if p.get("partial") else ""
         return f"dynamic Δ={delta} b={p.get('period')}, {hedge} hedge{partial}" + sync_mode(report)
 
