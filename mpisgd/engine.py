@@ -2,7 +2,9 @@
 
 Both drive the same loop: learn up to the next stop of the run's
 ``Schedule``; at the pilot's end ``end_pilot``; at a check point ``check``;
-at the end ``settle`` the last check begun. ``Engine`` holds what the protocol needs for that — the
+at the end ``settle`` the last check begun. (The runner's default mode
+checks inside its learning call and resolves through ``AsyncRounds``
+over this ``Coordinator``: no ``check`` or ``settle`` there.) ``Engine`` holds what the protocol needs for that — the
 ``Coordinator``, the check points (``CheckPoints``; ``NodeCheckPoints``
 with nodes; in the simulator's default mode ``DelayedCheckPoints``) and the transport they talk to — built here once, so that the
 runner (one rank, ``MPITransport``) and the simulator (k learners,

@@ -14,9 +14,11 @@ Modes of the dynamic protocol (docs/RUNNING.md; the other protocols have one):
 
 - ``async``, the default: only violations and their resolutions
   communicate. A learner checks its local condition at every b-th round; a
-  violator sends its model to rank 0 and goes on learning without waiting,
-  skips its own checks while its resolution is pending and, when the
-  balanced model arrives, keeps the progress it made meanwhile. A quiet
+  violator sends its model to rank 0 without waiting for it to arrive,
+  learns at most ``staleness`` rounds on (0 by default: it waits for the
+  result at the round it violated, answering rank 0 meanwhile), skips its
+  own checks while its resolution is pending and, when the balanced model
+  arrives, keeps the progress it made meanwhile. A quiet
   check sends nothing. Followers answer rank 0 whenever they poll (every
   ``poll_rows`` rounds, sooner when that many rows would take a slow rank
   over ``poll_seconds``, and after a violation); rank 0 resolves the

@@ -4,7 +4,8 @@ runner would move (docs/WIRE.md): in ``--mode sync`` exactly those of
 ``train --mode sync``; in the default mode those of its resolutions (no
 per-check agreement, no END; DONE and FINISH at the end), each taking effect
 ``async_delay`` rounds after its check, as ``train``'s arrive late
-(``DelayedCheckPoints``; 0: the paper's instant resolution).
+(``DelayedCheckPoints``; 0, ``Simulation``'s default: the paper's instant
+resolution; ``mpisgd simulate`` passes ``ASYNC_DELAY``, 4).
 
 ``SimTransport`` is the coordinator's transport over one ``OnlineLearners``
 instance holding all k learners. ``Simulation`` runs one configuration; it is

@@ -9,10 +9,11 @@ for each concern of the protocol, and no MPI.
     fda.py           fda: variance monitoring
     base.py          what a protocol's class says (its parameters, its check point)
     schedule.py      Schedule: when check points, node averages, the pilot's end, pacing and timeline rows come
-    checks.py        CheckPoints: the check begun and its settling (sync mode)
+    checks.py        CheckPoints: the check begun and its settling (sync mode); DelayedCheckPoints: the
+                     simulator's default mode (resolutions d rounds late)
     coordinator.py   Coordinator: resolution, hedges, augmentation (rank 0)
     delta.py         Δ: the auto rule's pilot, the budget's steering
-    rounds.py        a rank's rounds between its stops, by mode (Lockstep: sync; rounds_of picks)
+    rounds.py        a rank's rounds between its stops, by mode (Lockstep: sync; AsyncRounds: async; rounds_of picks)
     asynchronous.py  the default mode's state machine: AsyncLearner (every rank), AsyncCoordinator (rank 0),
                      AsyncRounds (its rounds)
     hierarchy.py     NodeCheckPoints: node averages and the leaders' protocol

@@ -1,7 +1,9 @@
 """The default mode (``--mode async``) of the dynamic protocol, as state and
 transitions: what every rank decides (``AsyncLearner``: its learner's part in
-resolutions, the followers' answers, cuts and pacing) and rank 0's
-nonblocking resolutions (``AsyncCoordinator``). The transport
+resolutions, the followers' answers, cuts and pacing), rank 0's
+nonblocking resolutions (``AsyncCoordinator``) and a rank's rounds between
+its stops (``AsyncRounds``, the runner's loop in this mode,
+``mpisgd.protocol.rounds``). The transport
 (``mpisgd.comm.MPITransport``) only sends and receives the messages of
 docs/WIRE.md."""
 

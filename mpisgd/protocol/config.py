@@ -29,7 +29,7 @@ FDA_ESTIMATES = ("linear", "exact")  # exact: the simulator's oracle δ, a diagn
 # Kamp et al.'s violation counter, or the authors' later DynamicHedgeSync; hedge = AUTO: half with at most
 # HALF_HEDGE_LEARNERS learners, where it makes every resolution a full sync, else the counter (§4.5)
 HEDGES = (AUTO, "counter", "half")
-PACE = 256  # R: rounds between the default mode's pacing barriers (measured: docs/RUNNING.md, "Pacing")
+PACE = 256  # R: rounds between the default mode's pacing barriers (measured: docs/RUNNING.md, "Async and sync modes")
 SHARED = "shared"  # node_size = SHARED: the nodes of MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
 
 
