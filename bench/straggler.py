@@ -21,7 +21,7 @@ import time
 def slow(rank, factor, row_seconds, out):
     from mpisgd import protocol, runner
 
-    learn, learn_until_violation = runner.Run._learn, runner.Run._learn_until_violation
+    learn, learn_until_violation = runner.Run.learn, runner.Run.learn_until_violation
     trace = {"rounds": [], "resolutions": []}
     start_resolution = protocol.AsyncCoordinator._start
 
@@ -52,11 +52,11 @@ def slow(rank, factor, row_seconds, out):
 
     def slow_learn_until_violation(self, t, stop):
         start, before = time.perf_counter(), self.rows_done
-        reached = learn_until_violation(self, t, stop)
+        result = learn_until_violation(self, t, stop)  # (round reached, violated)
         after(self, start, self.rows_done - before)
-        return reached
+        return result
 
-    runner.Run._learn, runner.Run._learn_until_violation = slow_learn, slow_learn_until_violation
+    runner.Run.learn, runner.Run.learn_until_violation = slow_learn, slow_learn_until_violation
 
 
 def main(rank, factor, row_seconds, out, argv):
