@@ -103,7 +103,7 @@ def steps(comm, stream, syncs, period):
         blocks = kept[: k * size]
         timed("pairs Allgather", comm.comm.Allgather, block, blocks)
         timed("sum_blocks", wire.sum_blocks, blocks, n, m, total)
-        index, counts = timed("block_indices", wire.block_indices, blocks, n, m)
+        index, counts = timed("block_indices", wire.block_indices, blocks, m)
         L.r_bias = float(total[n] / k)
         timed("r ← ᾱr + ū on U (reference_from_pairs)", sync.reference_from_pairs, total, float(k), L.r, index,
               counts)
