@@ -13,9 +13,10 @@ of the bytes this rank sent in that sync, both after a barrier. Two cases:
   ``--dynamic-rounds`` rounds, the union of supports a dynamic full sync carries.
 
 With ``--steps``, instead: the static case taken apart, each step of ``MPITransport._pairs_steps``
-and ``OnlineLearners.set_reference_sum`` timed on its own in the same loop (the gather, the probe,
-the block, the Allgather, clearing and adding into the sum, r ← ᾱr + ū, R = ‖r‖², the restart of
-v), beside the bare Allreduce of the block's bytes.
+and ``OnlineLearners.set_reference_pairs`` timed on its own in the same loop (the gather, the probe,
+the block, the Allgather, adding into the sum, r ← ᾱr + ū on the union of the indices (clearing the
+sum there), R = ‖r‖², the restart of v on its own indices), beside the bare Allreduce of the block's
+bytes.
 
 Times are CPU seconds of each rank (``time.process_time``: another rank's scheduling on this
 2-core machine does not move them, though spinning in MPI does), medians over the syncs, then the
@@ -101,12 +102,17 @@ def steps(comm, stream, syncs, period):
         block = timed("fill_block", wire.fill_block, kept[-size:], alpha, bias, vals[:c], idx[:c], m)
         blocks = kept[: k * size]
         timed("pairs Allgather", comm.comm.Allgather, block, blocks)
-        timed("clear the sum (n + 2)", total.fill, 0.0)
         timed("sum_blocks", wire.sum_blocks, blocks, n, m, total)
-        timed("r ← ᾱr + ū (dense)", sync.reference_from_sum, total, float(k), L.r)
+        index, counts = timed("block_indices", wire.block_indices, blocks, m)
         L.r_bias = float(total[n] / k)
+        timed("r ← ᾱr + ū on U (reference_from_pairs)", sync.reference_from_pairs, total, float(k), L.r, index,
+              counts)
         timed("R = ‖r‖² (BLAS)", lambda: float(L.r @ L.r))
-        timed("restart (v ← 0, dense)", online.restart, L.r_bias, L.alpha, L.s, L.V, L.bias, L.P, L.Q, L.PX)
+        own = idx[:c] if c == nnz else None
+        if own is None:
+            timed("restart (v ← 0)", online.restart, L.r_bias, L.alpha, L.s, L.V, L.bias, L.P, L.Q, L.PX)
+        else:
+            timed("restart (v ← 0)", online.restart_at, own, L.r_bias, L.alpha, L.s, L.V, L.bias, L.P, L.Q, L.PX)
         send = np.zeros((size + 7) // 8)
         recv = np.empty_like(send)
         comm.comm.Barrier()

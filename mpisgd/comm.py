@@ -31,6 +31,7 @@ Every rank is one learner: learner l is rank l, and its model lives in an
 
 import os
 import time
+from typing import NamedTuple
 
 import numpy as np
 from mpi4py import MPI
@@ -323,7 +324,9 @@ class MPITransport:
         self.references += bool(total or new_reference)
         if total:  # z = (S, the sum): a full sync (S None) or a partial one (docs/ALGORITHMS.md §4.7)
             support, z = z
-            if support is None:
+            if isinstance(z, _PairsSum):  # with steps since, v is no longer 0 off own
+                self.learners.set_reference_pairs(z.total, self.k, z.index, z.counts, None if moved else z.own)
+            elif support is None:
                 self.learners.set_reference_sum(z, self.k)
             else:
                 self.learners.set_partial_sum(support, z, self.k)
@@ -463,7 +466,9 @@ class MPITransport:
     def _pairs_steps(self, remember):
         """``_sum_steps`` uncompressed, with the probe: this rank's non-zeros
         gathered in one pass (the dense z only where it is sent or remembered),
-        into buffers kept from sync to sync."""
+        into buffers kept from sync to sync; after a pairs exchange returns
+        a ``_PairsSum``, which the new reference is made from in work
+        proportional to the non-zeros (``OnlineLearners.set_reference_pairs``)."""
         L, n, k = self.learners, self.n, self.k
         if self._scratch is None:  # pairs of up to n non-zeros, the probe's, the sum
             self._scratch = (np.empty(n), np.empty(n, dtype=np.int32), np.empty(1), np.empty(1),
@@ -492,8 +497,13 @@ class MPITransport:
         block = wire.fill_block(self._block[:size], alpha, bias, vals[:c], idx[:c], m)
         blocks = self._blocks[: k * size]
         yield "Allgather", block, blocks
-        total[:] = 0.0
-        return wire.sum_blocks(blocks, n, m, total)
+        try:
+            wire.sum_blocks(blocks, n, m, total)  # total is 0 before, and cleared on the indices after
+        except MpisgdError:
+            total[:] = 0.0
+            raise
+        own = idx[:c] if c == nnz else None  # u_j ≠ 0 only where v_j ≠ 0: then these are all of v's non-zeros
+        return _PairsSum(total, *wire.block_indices(blocks, m), own)
 
     def _partial_steps(self, budget, remember):
         """A partial sync (docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial
@@ -984,6 +994,17 @@ class _Replies:
         if self.missing:
             return False, None
         return True, (self.out if self.tag == REPLY else self.out[:, 0])
+
+
+class _PairsSum(NamedTuple):
+    """The sum of a full sync's pairs blocks (``wire.sum_blocks``): total, 0
+    off the blocks' indices (``wire.block_indices``: index[b, :counts[b]]),
+    and this rank's own indices (None: not known to hold all its v's non-zeros)."""
+
+    total: np.ndarray
+    index: np.ndarray
+    counts: np.ndarray
+    own: np.ndarray | None
 
 
 class _FullSync:

@@ -141,7 +141,9 @@ class OnlineLearners:
         scratch.take(0, z, scratch.progress(0, z))
         scratch.set_reference(scratch.mean_model())
         scratch.set_reference_sum(scratch.sync_parts([0])[0][0], 1)
-        wire.sum_blocks(wire.encode_block(1.0, 0.0, z[:1], 1), 1, 1)  # a full sync's pairs exchange
+        blocks = wire.encode_block(1.0, 0.0, z[:1], 1)  # a full sync's pairs exchange
+        total = wire.sum_blocks(blocks, 1, 1)
+        scratch.set_reference_pairs(total, 1, *wire.block_indices(blocks, 1), np.zeros(1, np.int32))
         scratch.sync_pairs(0, np.empty(1), np.empty(1, np.int32))
         scratch.sync_pairs_and_model(0, np.empty(1), np.empty(1, np.int32))
         scratch.partial_support(0, 0.0, np.empty(1), np.empty(1, np.int32))  # --partial
@@ -343,6 +345,19 @@ class OnlineLearners:
         self.r_bias = float(total[n] / k)
         self._new_reference(*before)
 
+    def set_reference_pairs(self, total, k, index, counts, own=None):
+        """``set_reference_sum`` of a pairs exchange's sum (``wire.block_indices``:
+        total is 0 off index, and is cleared there for the next sum), in work
+        proportional to the non-zeros where the maths allows: with ᾱ = 1 only r
+        on the indices changes; with ``own`` (every v here is 0 off it) only v
+        there is reset. R = ‖r‖² and fda's directions stay dense."""
+        n = self.n_features
+        self._flush_averages()
+        before = (self.r.copy() if len(self.Xi) else None), self.r_bias
+        self.r_bias = float(total[n] / k)  # read before the kernel clears total
+        sync.reference_from_pairs(total, float(k), self.r, index, counts)
+        self._new_reference(*before, own)
+
     def set_models(self, ids, z):
         """Learners ids take the model z (relative to the current r)."""
         online.set_models(np.atleast_1d(np.asarray(ids, dtype=np.int64)), np.asarray(z, dtype=np.float64),
@@ -377,15 +392,19 @@ class OnlineLearners:
             for l in range(self.k):
                 online.flush_average(l, self.alpha_sum, self.s_sum, self.V, self.U, self.A, self.r)
 
-    def _new_reference(self, r_before, bias_before):
+    def _new_reference(self, r_before, bias_before, own=None):
         """After r changed (from r_before, bias_before): R = ‖r‖², fda's directions
-        (the change r' − r becomes ξ_1) and RX = ξ_w·r, and every learner at r."""
+        (the change r' − r becomes ξ_1) and RX = ξ_w·r, and every learner at r
+        (with ``own``, every v is 0 off it: reset there only)."""
         n = self.n_features
         if len(self.Xi):
             self._push_direction(np.append(self.r - r_before, self.r_bias - bias_before))  # [r' − r, b' − r_b]
             self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
         self.R = float(self.r @ self.r)
-        online.restart(self.r_bias, self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.PX)
+        if own is None:
+            online.restart(self.r_bias, self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.PX)
+        else:
+            online.restart_at(own, self.r_bias, self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.PX)
 
     def _push_direction(self, change):
         """The newest reference change becomes ξ_1; the older directions follow,

@@ -349,6 +349,17 @@ def sum_blocks(blocks, n, m, total=None):
     return total
 
 
+def block_indices(blocks, m):
+    """The indices of the k pairs blocks already summed (``sum_blocks``, which
+    checked them): index (k, m) int32, a view, and the counts (k,) int64;
+    block b's indices are index[b, :counts[b]]."""
+    size = sync_block_nbytes(m)
+    k = len(blocks) // size
+    index = blocks.view(np.int32).reshape(k, size // 4)[:, 6 + 2 * m : 6 + 3 * m]  # after 24 + 8m bytes
+    counts = np.ndarray((k,), np.float64, blocks, 16, (size,)).astype(np.int64)  # head[2] of each block
+    return index, counts
+
+
 def _add_block(total, buf, n, m):
     head = buf[: 24 + 8 * m].view(np.float64)  # unaligned in every other block when m is odd
     nnz = int(head[2]) if 0 <= head[2] <= m else -1

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from mpisgd.kernels import sync
+from mpisgd import wire
+from mpisgd.kernels import online, sync
 from mpisgd.learners import OnlineLearners
 from tests.naive import naive_partial_support
 
@@ -41,6 +42,46 @@ def test_reference_from_sum_matches_the_numpy_twin():
     want = total[n + 1] / k * r + total[:n] / k
     sync.reference_from_sum(total, float(k), r)
     np.testing.assert_array_equal(r, want)
+
+
+@pytest.mark.parametrize("alphas", [[1.0, 1.0, 1.0], [0.5, 1.0, 0.9]])
+@pytest.mark.parametrize("density", [0.0, 0.02, 1.0])  # U empty, sparse, everything
+def test_reference_from_pairs_matches_the_numpy_twin(alphas, density):
+    rng = np.random.default_rng(5)
+    n, k = 400, len(alphas)
+    us = [np.where(rng.random(n) < density, rng.standard_normal(n), 0.0) for _ in range(k)]
+    m = max(1, max(np.count_nonzero(u) for u in us))
+    blocks = np.concatenate([wire.encode_block(a, 0.5, u, m) for a, u in zip(alphas, us)])
+    total = wire.sum_blocks(blocks, n, m)
+    index, counts = wire.block_indices(blocks, m)
+    for b in range(k):
+        np.testing.assert_array_equal(index[b, : counts[b]], np.flatnonzero(us[b]))
+    r = np.where(rng.random(n) < 0.5, rng.standard_normal(n), 0.0)
+    dense = r.copy()
+    sync.reference_from_sum(total.copy(), float(k), dense)  # the dense pass it stands for, bit for bit
+    want = np.mean(alphas) * r + np.sum(us, axis=0) / k  # r ← ᾱ·r + ū
+    sync.reference_from_pairs(total, float(k), r, index, counts)
+    np.testing.assert_allclose(r, want, rtol=1e-15, atol=0)
+    np.testing.assert_array_equal(r.view(np.uint64), dense.view(np.uint64))
+    assert not total.any()  # cleared for the next sum
+
+
+def test_restart_at_matches_restart_where_v_is_zero_off_idx():
+    rng = np.random.default_rng(6)
+    n, k, J = 60, 1, 2
+    for idx in (np.zeros(0, np.int32), np.sort(rng.choice(n, 9, replace=False)).astype(np.int32),
+                np.arange(n, dtype=np.int32)):
+        V = np.zeros((k, n))
+        V[:, idx] = rng.standard_normal((k, len(idx)))
+        state = [rng.standard_normal(k) for _ in range(5)] + [rng.standard_normal((k, J))]  # α, s, b, P, Q, PX
+        alpha, s, bias, P, Q, PX = (x.copy() for x in state)
+        online.restart(0.3, alpha, s, V.copy(), bias, P, Q, PX)
+        got = [x.copy() for x in state]
+        W = V.copy()
+        online.restart_at(idx, 0.3, got[0], got[1], W, got[2], got[3], got[4], got[5])
+        assert not W.any()
+        for a, b in zip(got, (alpha, s, bias, P, Q, PX)):
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("density", [0.0, 0.01, 0.5, 1.0])

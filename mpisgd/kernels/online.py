@@ -151,6 +151,21 @@ def restart(r_bias, alpha, s, V, bias, P, Q, PX):
 
 
 @njit(cache=True)
+def restart_at(idx, r_bias, alpha, s, V, bias, P, Q, PX):
+    """``restart`` of learners whose v is 0 off idx: v ← 0 on idx only."""
+    for l in range(V.shape[0]):
+        for j in idx:
+            V[l, j] = 0.0
+        for q in range(PX.shape[1]):
+            PX[l, q] = 0.0
+        alpha[l] = 1.0
+        s[l] = 1.0
+        bias[l] = r_bias
+        P[l] = 0.0
+        Q[l] = 0.0
+
+
+@njit(cache=True)
 def gather_models(ids, alpha, s, V, bias, out, nnz):
     """out[i] = z of learner ids[i] = [s·v, b, α]; nnz[i] = the non-zeros of its v."""
     n = V.shape[1]

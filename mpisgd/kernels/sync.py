@@ -2,7 +2,8 @@
 exchange and one after: a learner's contribution z = [s·v, b, α] with the
 count and scale that decide the exchange, and the new reference from the sum
 of every learner's z; in between, for the pairs exchange, the non-zeros of u
-in one pass and the sum of the blocks in one pass each."""
+in one pass and the sum of the blocks in one pass each, and the new
+reference from that sum where it changes."""
 
 import numpy as np
 from numba import njit
@@ -38,6 +39,29 @@ def reference_from_sum(total, k, r):
     a = total[n + 1] / k
     for j in range(n):
         r[j] = a * r[j] + total[j] / k
+
+
+@njit(cache=True)
+def reference_from_pairs(total, k, r, index, counts):
+    """``reference_from_sum`` of a pairs exchange's sum: total is 0 off the
+    blocks' indices index[b, :counts[b]] (their union U) and is cleared there
+    for the next sum. With ᾱ = 1 only r_U changes (elsewhere r_j + 0/k = r_j,
+    but for a −0 that stays −0; a j met again adds its cleared 0); otherwise
+    one dense pass."""
+    n = r.shape[0]
+    a = total[n + 1] / k
+    dense = a != 1.0
+    if dense:
+        for j in range(n):
+            r[j] = a * r[j] + total[j] / k
+    for b in range(index.shape[0]):
+        for i in range(counts[b]):
+            j = index[b, i]
+            if not dense:
+                r[j] = r[j] + total[j] / k  # r_j ← 1·r_j + ū_j
+            total[j] = 0.0
+    total[n] = 0.0
+    total[n + 1] = 0.0
 
 
 @njit(cache=True)
