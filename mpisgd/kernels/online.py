@@ -135,19 +135,25 @@ def divergence(z, r, r_bias):
 
 
 @njit(cache=True)
+def _at_reference(l, r_bias, alpha, s, bias, P, Q, PX):
+    """Learner l's scalars at the reference r, once its v is 0: P = Q = 0, PX = 0, α = s = 1, b = r_b."""
+    for q in range(PX.shape[1]):
+        PX[l, q] = 0.0
+    alpha[l] = 1.0
+    s[l] = 1.0
+    bias[l] = r_bias
+    P[l] = 0.0
+    Q[l] = 0.0
+
+
+@njit(cache=True)
 def restart(r_bias, alpha, s, V, bias, P, Q, PX):
     """Every learner at the reference r: u = 0 (v = 0, so P = Q = 0 and PX = 0), α = s = 1, b = r_b."""
     k, n = V.shape
     for l in range(k):
         for j in range(n):
             V[l, j] = 0.0
-        for q in range(PX.shape[1]):
-            PX[l, q] = 0.0
-        alpha[l] = 1.0
-        s[l] = 1.0
-        bias[l] = r_bias
-        P[l] = 0.0
-        Q[l] = 0.0
+        _at_reference(l, r_bias, alpha, s, bias, P, Q, PX)
 
 
 @njit(cache=True)
@@ -156,13 +162,7 @@ def restart_at(idx, r_bias, alpha, s, V, bias, P, Q, PX):
     for l in range(V.shape[0]):
         for j in idx:
             V[l, j] = 0.0
-        for q in range(PX.shape[1]):
-            PX[l, q] = 0.0
-        alpha[l] = 1.0
-        s[l] = 1.0
-        bias[l] = r_bias
-        P[l] = 0.0
-        Q[l] = 0.0
+        _at_reference(l, r_bias, alpha, s, bias, P, Q, PX)
 
 
 @njit(cache=True)
