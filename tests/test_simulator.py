@@ -29,6 +29,21 @@ def dense_reference(L):
     return np.append(r, rb)
 
 
+def balanced_models(L, send_balanced, ids, model, new_reference, steps):
+    """Send a balancing through ``send_balanced`` and check that its members
+    hold one model once the steps each made since it sent are taken off
+    (``steps``: learner -> ``L.progress``); also that the members' sum is
+    kept. Returns their common model."""
+    before = dense_models(L)
+    send_balanced(ids, model, new_reference)
+    after = dense_models(L)
+    balanced = [after[l] - (np.append(*steps[l]) if l in steps else 0.0) for l in ids]
+    for z in balanced:
+        np.testing.assert_allclose(z, balanced[0], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(after[ids].sum(axis=0), before[ids].sum(axis=0), rtol=0, atol=1e-9)
+    return balanced[0]
+
+
 def watch_resolutions(sim, delta):
     """Wrap the coordinator's resolve: check the mean is kept and every member
     meets its local condition afterwards. Returns the list of set sizes."""
@@ -327,15 +342,9 @@ def test_sync_mode_settles_a_check_one_period_later_keeping_the_violators_progre
         sent = dict(sim.transport.sent)
         steps = {l: sim.L.progress(l, z) for l, z in sent.items()}
         reference = dense_reference(sim.L)
-        before = dense_models(sim.L)
-        send_balanced(ids, model, new_reference)
-        after = dense_models(sim.L)
-        balanced = [after[l] - (np.append(*steps[l]) if l in steps else 0.0) for l in ids]
-        for z in balanced:
-            np.testing.assert_allclose(z, balanced[0], rtol=0, atol=1e-9)
+        common = balanced_models(sim.L, send_balanced, ids, model, new_reference, steps)
         if not new_reference:  # a partial balancing stops once its mean is within Δ
-            assert ((balanced[0] - reference) ** 2).sum() <= delta * (1 + 1e-9)
-        np.testing.assert_allclose(after[ids].sum(axis=0), before[ids].sum(axis=0), rtol=0, atol=1e-9)
+            assert ((common - reference) ** 2).sum() <= delta * (1 + 1e-9)
         seen.append(sum(np.any(z != 0) for z in (np.append(*s) for s in steps.values())))
 
     sim.transport.send_balanced = checked
@@ -545,13 +554,7 @@ def test_a_delayed_resolution_takes_effect_d_rounds_late_and_its_violators_defer
 
     def balancing(ids, model, new_reference):
         steps = {l: sim.L.progress(l, z) for l, z in tr.sent.items() if l in ids or new_reference}
-        before = dense_models(sim.L)
-        send_balanced(ids, model, new_reference)
-        after = dense_models(sim.L)
-        balanced = [after[l] - (np.append(*steps[l]) if l in steps else 0.0) for l in ids]
-        for z in balanced:
-            np.testing.assert_allclose(z, balanced[0], rtol=0, atol=1e-9)
-        np.testing.assert_allclose(after[ids].sum(axis=0), before[ids].sum(axis=0), rtol=0, atol=1e-9)
+        balanced_models(sim.L, send_balanced, ids, model, new_reference, steps)
         kept.append(any(np.any(np.append(*s) != 0) for s in steps.values()))
         for l in (range(k) if new_reference else ids):  # a learner that took a result: its violation is void
             began.pop(int(l), None)
