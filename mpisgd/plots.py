@@ -190,6 +190,7 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
     rows = [r for r in per_stream(rows) if r["experiment"] == experiment and r["variant"] == variant]
     field, share = ("protocol_messages", "msg_share") if unit == "messages" else ("protocol_bytes", "byte_share")
     what = "model messages (the paper's count)" if unit == "messages" else "bytes"
+    protocols = {r["label"]: r["protocol"]["name"] for r in rows}
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
     panels = ((axes[0], "errors", field, f"{what} sent by the protocol", "cumulative online errors"),
               (axes[1], "err_ratio", share, f"{what} / static b=8's on the same stream", "errors / static b=8's"))
@@ -221,9 +222,10 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
                           and not k[2].startswith("dynamic") and k[2] not in SILENT),
                          key=lambda k: com[k][0])
         for i, k in enumerate(singles):  # configurations of their own (disjunction-beyond), a marker each
+            name = protocols[k[2]]  # the legend names the protocol ("auto b=8" is dynamic's)
             ax.errorbar(com[k][0], err[k][0], yerr=[[err[k][0] - err[k][1]], [err[k][2] - err[k][0]]],
-                        fmt="*PXDv^<>"[i % 8], color=plt.cm.tab20(SINGLE_COLOURS[i % 19]), label=k[2], ms=6,
-                        capsize=2, lw=1)
+                        fmt="*PXDv^<>"[i % 8], color=plt.cm.tab20(SINGLE_COLOURS[i % 19]), ms=6, capsize=2, lw=1,
+                        label=k[2] if k[2].startswith(name) else f"{name} {k[2]}")
             ys += [err[k][1], err[k][2]]
         # none and central send nothing, so they have no place on the log axis: a level each. The
         # y-axis spans the points and the levels, except a central level far below the rest (it

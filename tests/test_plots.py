@@ -129,7 +129,8 @@ def sweep_row(label, name, errors, messages, seed=0):
 def test_figure1_names_each_family_and_keeps_the_protocols_readable(tmp_path, monkeypatch):
     """Kamp et al.'s Figure 1 of a sweep: none (no communication) is a level; a central level far
     below every protocol is named in the legend with its value instead of squeezing the axis;
-    the decaying threshold Δ_t is a family of its own, not a point on the constant Δ's curve."""
+    the decaying threshold Δ_t is a family of its own, not a point on the constant Δ's curve;
+    a configuration outside the families is named with its protocol."""
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
 
@@ -140,7 +141,8 @@ def test_figure1_names_each_family_and_keeps_the_protocols_readable(tmp_path, mo
         sweep_row("static b=1", "static", 1400, 800, seed), sweep_row("static b=8", "static", 1500, 100, seed),
         sweep_row("dynamic Δ=3 b=1", "dynamic", 1490, 30, seed),
         sweep_row("dynamic Δ=1 b=1", "dynamic", 1450, 60, seed),
-        sweep_row("dynamic Δ_t=0.2/√t b=1", "dynamic", 1420, 300, seed))]
+        sweep_row("dynamic Δ_t=0.2/√t b=1", "dynamic", 1420, 300, seed),
+        sweep_row("auto b=8", "dynamic", 1510, 20, seed), sweep_row("fda Θ=1 b=8", "fda", 1500, 40, seed))]
     drawn = []
     monkeypatch.setattr(plt, "close", drawn.append)
     figure1(rows, "exp", str(tmp_path / "fig.png"), "messages")
@@ -153,6 +155,7 @@ def test_figure1_names_each_family_and_keeps_the_protocols_readable(tmp_path, mo
     assert "central: one learner sees every example (10 errors: below the axis)" in names
     assert "dynamic, Δ_t = Δ0/√t, check every round (label: Δ0/√t)" in names
     assert "dynamic, check every round (label: Δ)" in names
+    assert {"dynamic auto b=8", "fda Θ=1 b=8"} <= set(names)  # a configuration of its own, named by its protocol
     for ax, none, lowest, central in ((errors, 3000, 1400, 10), (ratios, 2, 1400 / 1500, 10 / 1500)):
         low, high = ax.get_ylim()
         assert central < low < lowest and none < high  # every point and none, not central
