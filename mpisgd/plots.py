@@ -199,7 +199,7 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
               "dynamic Δ_t b=1": ("v-", "C1", (0, 5))}
     for ax, yfield, xfield, xlabel, ylabel in panels:
         err, com = summarize(rows, yfield), summarize(rows, xfield)
-        ys = []  # the range over seeds of every point drawn
+        ys, mids = [], []  # the range over seeds of every point drawn, and its median
         logs = [math.log10(v[0]) for v in com.values() if v[0] > 0]
         spread = (max(logs) - min(logs)) if logs else 1.0
         for fam, (marker, color, offset) in styles.items():
@@ -212,6 +212,7 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
             yerr = np.array([[err[k][0] - err[k][1] for k in keys], [err[k][2] - err[k][0] for k in keys]])
             ax.errorbar(x, y, yerr=yerr, fmt=marker, color=color, label=FAMILIES[fam], ms=4, capsize=2, lw=1)
             ys += [err[k][1] for k in keys] + [err[k][2] for k in keys]
+            mids += list(y)
             last = -math.inf
             for k, xi, yi in zip(keys, x, y):  # a label where it does not cover its neighbour's
                 if math.log10(xi) - last > 0.05 * spread:
@@ -227,8 +228,9 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
                         fmt="*PXDv^<>"[i % 8], color=plt.cm.tab20(SINGLE_COLOURS[i % 19]), ms=6, capsize=2, lw=1,
                         label=k[2] if k[2].startswith(name) else f"{name} {k[2]}")
             ys += [err[k][1], err[k][2]]
+            mids.append(err[k][0])
         # none and central send nothing, so they have no place on the log axis: a level each. The
-        # y-axis spans the points and the levels, except a central level far below the rest (it
+        # y-axis spans the points and the levels, except a central level far below the medians (it
         # would squeeze the protocols into a band): its value goes into the legend instead.
         top, bottom = max(ys, default=0.0), min(ys, default=0.0)
         for label, color, text in (("none", "k", "none: no communication"),
@@ -237,7 +239,8 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
             if k not in err:
                 continue
             level = err[k][0]
-            if label == "central" and level < bottom - 0.25 * (top - bottom):
+            lowest = min(mids, default=bottom)
+            if label == "central" and level < lowest - 0.25 * (top - lowest):
                 value = f"{level:,.0f} errors" if yfield == "errors" else f"{level:.3g}×"
                 ax.plot([], [], ls="--", color=color, lw=0.8, label=f"{text} ({value}: below the axis)")
                 continue
