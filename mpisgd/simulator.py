@@ -725,7 +725,7 @@ class Simulation:
             through = checking and self._through_quiet and self._next > self.t and self._quiet_pending()
             if checking and not through:
                 step = min(step, self._next - self.t)
-            due = self._due()
+            due = self.checkpoints.due
             if due is not None:
                 step = min(step, due - self.t)
             step = min(step, self.schedule.next_stop(self.t, protocol=False, pilot=self.pilot is not None,
@@ -815,13 +815,9 @@ class Simulation:
     def _quiet_pending(self):
         """No check awaits its resolution with violators."""
         pending = self.checkpoints.pending
-        if self._due() is not None:  # the default mode's resolution under way
+        if self.checkpoints.due is not None:  # the default mode's resolution under way
             return False
         return pending is None or len(pending[1][0]) == 0
-
-    def _due(self):
-        """The round at which the default mode's resolution under way takes effect, or None."""
-        return getattr(self.checkpoints, "due", None)
 
     def _arrive(self):
         """The default mode's resolution due after this round takes effect."""
