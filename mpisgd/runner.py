@@ -185,7 +185,7 @@ class Run:
         self.timeline = Timeline()
         self.members = None
         self.pilot = None  # --delta auto: the pilot of the first P rounds, until Δ is set (run)
-        self._pilot_values = None  # a resumed pilot's rows so far (pilot_values)
+        self._pilot_state = None  # a resumed pilot's rows so far (Pilot.state_dict)
         self._owner = np.zeros(0, dtype=np.int64)
         self.rows_done = 0
         self.entries_done = 0  # the non-zeros of those rows (--budget)
@@ -350,8 +350,8 @@ class Run:
         self.coordinator.horizon = T * self.size  # --budget: every learner's rounds
         if self.config.protocol.auto and self.coordinator.delta is None and T > 0:
             self.pilot = Pilot(self.config.protocol, self.config.learner, 1, T)
-            if self._pilot_values is not None:
-                self.pilot.parts[0] = [self._pilot_values]
+            if self._pilot_state is not None:
+                self.pilot.load_state_dict(self._pilot_state)
         loop = self._loop_start = time.perf_counter()
         self._rounds(T, t)
         self.loop_seconds = time.perf_counter() - loop + self.times_before["loop"]
@@ -407,12 +407,12 @@ class Run:
                          "io": self.source.io_seconds + before["io"], "wall": now - self._wall_start + before["wall"],
                          "loop": now - self._loop_start + before["loop"],
                          "checkpoint": self.checkpointer.time + before["checkpoint"]}}
+        state = {"run": run, "learners": self.learners.state_dict(), "comm": self.comm.state_dict(),
+                 "transport": self.transport.state_dict(), "check": self.checkpoints.state_dict(),
+                 "coordinator": self.coordinator.state_dict(), "timeline": self.timeline.state_dict()}
         if self.pilot is not None:  # --delta auto, the pilot not over yet: its rows so far
-            parts = self.pilot.parts[0]
-            run["pilot_values"] = np.concatenate(parts) if parts else np.zeros(0)
-        return {"run": run, "learners": self.learners.state_dict(), "comm": self.comm.state_dict(),
-                "transport": self.transport.state_dict(), "check": self.checkpoints.state_dict(),
-                "coordinator": self.coordinator.state_dict(), "timeline": self.timeline.state_dict()}
+            state["pilot"] = self.pilot.state_dict()
+        return state
 
     def load_state_dict(self, state):
         """Go on from ``state_dict``'s state (of this rank, or dealt again
@@ -426,7 +426,7 @@ class Run:
         times = run["times"]
         self.compute_seconds, self.waiting_seconds = times["compute"], times["waiting"]
         self.times_before = {k: times[k] for k in self.times_before}
-        self._pilot_values = run.get("pilot_values")
+        self._pilot_state = state.get("pilot")
         if run["stream"] != self.stream:  # dealt again by an elastic resume (now or before)
             from mpisgd.data.rows import DealtSource
 
