@@ -57,3 +57,29 @@ class Engine:
         if self.nodes is not None:
             return self.points.settle(t, self.nodes, self.transport)
         return self.points.settle(self.transport)
+
+
+def run_rounds(rounds, t, stop):
+    """The engine loop, the one of the MPI runner (``Run._rounds``, over one
+    rank's rows) and of the simulator (``Simulation.feed``, over a block of
+    every learner's rows): rounds (t, stop] of a run, stop by stop. Learn up
+    to the next stop; at the pilot's end, Δ; the mode's step there (a check
+    point, a resolution taking effect, the async mode's answers and waits, a
+    pacing barrier); a timeline row where the schedule has one; a checkpoint
+    where one is due, after the mode's cut; progress. ``rounds`` is the
+    driver's and mode's object that says how each goes
+    (``mpisgd.protocol.rounds``: ``Lockstep``, ``AsyncRounds``; the
+    simulator's ``SimRounds``); the run ends with ``rounds.end(T)``, its
+    caller's. Returns the round reached, stop."""
+    schedule = rounds.schedule
+    while t < stop:
+        t = rounds.learn(t, min(rounds.next_stop(t), stop))
+        rounds.end_pilot(t)  # Δ before any check it applies to (t ≥ P); async: nothing is in flight before P
+        rounds.step(t)
+        if schedule.is_record(t):
+            rounds.record(t)
+        if t < schedule.T and rounds.checkpoint_due(t):
+            rounds.cut(t)  # async: every rank at round t, nothing in flight
+            rounds.checkpoint(t)
+        rounds.progress(t)
+    return t

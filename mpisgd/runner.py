@@ -68,7 +68,7 @@ import numpy as np
 from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
-from mpisgd.engine import Engine
+from mpisgd.engine import Engine, run_rounds
 from mpisgd.protocol import (SHARED, Pilot, ProtocolConfig, Schedule, check_hierarchy_learner, rounds_of,
                              warm_up_protocol)
 
@@ -289,7 +289,7 @@ class Run:
             if j > 0:
                 self.pilot.add(indptr[: j + 1], data, y[:j], self._owner[:j])
 
-    def _end_pilot(self, t):
+    def end_pilot(self, t):
         """--delta auto, after round P on every rank: the pilot's statistics to
         every rank (an Allgather), and Δ from them (``Coordinator.set_auto_delta``)."""
         if self.pilot is not None and t == self.pilot.end:
@@ -326,7 +326,7 @@ class Run:
         n = self.learners.n_features
         return mean[:n].copy(), float(mean[n])
 
-    def _record(self, t):
+    def record(self, t):
         seconds = time.perf_counter() - self._loop_start + self.times_before["loop"]  # wall, since the loop began
         self.timeline.record(t, int(self.learners.errors[0]), float(self.learners.loss_sum[0]),
                              self.comm.bytes_by_category(), seconds)
@@ -360,27 +360,13 @@ class Run:
         return self.coef, self.intercept
 
     def _rounds(self, T, t=0):
-        """The rounds from t to T, in one loop for every mode: learn up to the
-        next stop, the mode's step there (a check point; async: the answers
-        to rank 0 and the waits), a timeline row, a checkpoint; at the end the
-        mode settles (``mpisgd.protocol.rounds``)."""
+        """The rounds from t to T, through the engine loop (``engine.run_rounds``)
+        in the run's mode (``mpisgd.protocol.rounds``); at the end the mode settles."""
         schedule = Schedule(self.config.protocol, self.size, T, self.config.timeline_every)
         rounds = self.rounds = rounds_of(self.config.protocol, self.size)(self, schedule)
-        ck = self.checkpointer
-        while t < T:
-            t = rounds.learn(t, rounds.next_stop(t))
-            self._end_pilot(t)  # async: before round P nobody violates, nothing is in flight
-            rounds.step(t)
-            if schedule.is_record(t):
-                self._record(t)
-            if t < T and rounds.checkpoint_due(t):
-                rounds.cut(t)  # async: every rank at round t, nothing in flight
-                ck.save(t, self.state_dict(t))
-                ck.exit_if_stopping()  # on SIGTERM: every rank ends here (checkpoint.Stopped)
-            if self.progress is not None and self.rank == 0:
-                self.progress(t, T)
+        run_rounds(rounds, t, T)
         if T == 0:
-            self._record(0)
+            self.record(0)
         rounds.end(T)
 
     def wait(self, done, answer, t):
