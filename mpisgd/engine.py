@@ -1,14 +1,18 @@
-"""The protocol side of a run, one for the MPI runner and the simulator.
+"""The protocol side of a run and its loop, one for the MPI runner and the simulator.
 
-Both drive the same loop: learn up to the next stop of the run's
-``Schedule``; at the pilot's end ``end_pilot``; at a check point ``check``;
-at the end ``settle`` the last check begun. (The runner's default mode
-checks inside its learning call and resolves through ``AsyncRounds``
-over this ``Coordinator``: no ``check`` or ``settle`` there.) ``Engine`` holds what the protocol needs for that — the
-``Coordinator``, the check points (``CheckPoints``; ``NodeCheckPoints``
-with nodes; in the simulator's default mode ``DelayedCheckPoints``) and the transport they talk to — built here once, so that the
-runner (one rank, ``MPITransport``) and the simulator (k learners,
-``SimTransport``) set up and call the protocol alike.
+``run_rounds`` is the engine loop both drive, stop by stop: learn up to the
+next stop; at the pilot's end ``end_pilot``; the mode's step there (a check
+point: ``Engine.check``); a timeline row; a checkpoint; progress. How each
+goes is the rounds object's (``mpisgd.protocol.rounds``: the runner's
+``Lockstep`` and ``AsyncRounds``, the simulator's ``SimLockstep`` and
+``SimDelayed``); at the end ``settle`` the last check begun. (The runner's
+default mode checks inside its learning call and resolves through
+``AsyncRounds`` over this ``Coordinator``: no ``check`` or ``settle`` there.)
+``Engine`` holds what the protocol needs for that — the ``Coordinator``, the
+check points (``CheckPoints``; ``NodeCheckPoints`` with nodes; in the
+simulator's default mode ``DelayedCheckPoints``) and the transport they talk
+to — built here once, so that the runner (one rank, ``MPITransport``) and the
+simulator (k learners, ``SimTransport``) set up and call the protocol alike.
 """
 
 from mpisgd.protocol import CheckPoints, Coordinator, NodeCheckPoints

@@ -7,9 +7,10 @@ loss and error charged, then learned from. The run lasts T rounds, T the
 longest stream; a shorter stream stops learning after its last row but its
 learner keeps taking part in every check and sync (docs/WIRE.md).
 
-One loop runs every mode (``Run._rounds``): learn up to the next stop, the
-mode's step there, a timeline row, a checkpoint; how each goes is the
-mode's (``mpisgd.protocol.rounds``: ``Lockstep``, ``AsyncRounds``).
+Every mode runs the engine loop (``Run._rounds``, ``mpisgd.engine.run_rounds``,
+the simulator's too): learn up to the next stop, the pilot's end, the mode's
+step there, a timeline row, a checkpoint; how each goes is the mode's
+(``mpisgd.protocol.rounds``: ``Lockstep``, ``AsyncRounds``).
 Modes of the dynamic protocol (docs/RUNNING.md; the other protocols have one):
 
 - ``async``, the default: only violations and their resolutions

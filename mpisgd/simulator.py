@@ -11,7 +11,10 @@ resolution; ``mpisgd simulate`` passes ``ASYNC_DELAY``, 4).
 instance holding all k learners. ``Simulation`` runs one configuration; it is
 fed the rows of consecutive blocks of rounds (round-major, learners in
 order), so several configurations can share one generated stream
-(``run_many``). ``simulate`` is the one-configuration driver.
+(``run_many``), and runs each block through the engine loop of the MPI
+runner (``engine.run_rounds``) over its mode's rounds: ``SimLockstep`` (sync
+mode, as the runner's ``Lockstep``) or ``SimDelayed`` (the default mode).
+``simulate`` is the one-configuration driver.
 
 Every check point (t = rounds done, t ≡ 0 mod b) is ``CheckPoints.check``,
 as in the runner: static, a full sync; dynamic, the check of round t begun
@@ -19,8 +22,8 @@ as in the runner: static, a full sync; dynamic, the check of round t begun
 next check point in sync mode, ``async_delay`` rounds later in the default
 mode (the loop then also stops at that round). Checks that find
 no violator change nothing but counters, so the learners run through them
-inside one kernel call (``learn_until_violation``) and they are counted in
-bulk. None: nothing; central: one learner takes all k rows of a round, in
+inside one kernel call (``Simulation.learn_until_violation``) and they are
+counted in bulk. None: nothing; central: one learner takes all k rows of a round, in
 learner order, and nothing is communicated.
 
 At the start one control Allreduce (T), at the end one Allreduce of every
@@ -623,11 +626,12 @@ class SimLockstep:
             self._check(0)
 
     def _quiet(self):
-        """Learning goes on through the check points: no check begun awaits a resolution."""
+        """Learning goes on through the check points (``through``): no check begun awaits a resolution."""
         pending = self.points.pending
         return self.through and self.next >= 0 and (pending is None or len(pending[1][0]) == 0)
 
     def next_stop(self, t):
+        # (pace rounds: the default mode's only)
         stop = self.schedule.next_stop(t, protocol=False, pilot=self.sim.pilot is not None, pace=True)
         if self.next >= 0 and not self._quiet():
             stop = min(stop, self.next)
@@ -831,15 +835,17 @@ class Simulation:
         run_rounds(self.mode_rounds, self.t, self.t + m)
 
     def _rows(self, t, stop):
-        """(indptr from 0, indices, data, y, owner, the first row) of rounds (t, stop] of the block fed."""
+        """The rows of rounds (t, stop] of the block fed: (indptr from 0, indices,
+        data, y, owner, round_ptr: the first row of rounds t + 1 … stop + 1)."""
         indptr, indices, data, y, owner, round_ptr, first = self._block
-        lo, hi = round_ptr[t - first], round_ptr[stop - first]
+        ptr = round_ptr[t - first : stop - first + 1]
+        lo, hi = ptr[0], ptr[-1]
         a, b = indptr[lo], indptr[hi]
-        return indptr[lo : hi + 1] - a, indices[a:b], data[a:b], y[lo:hi], owner[lo:hi], lo
+        return indptr[lo : hi + 1] - a, indices[a:b], data[a:b], y[lo:hi], owner[lo:hi], ptr - lo
 
     def learn(self, t, stop):
         """Learn rounds (t, stop] of the block fed."""
-        indptr, indices, data, y, owner, _lo = self._rows(t, stop)
+        indptr, indices, data, y, owner, _ptr = self._rows(t, stop)
         if self.central:
             owner = np.zeros(len(y), np.int64)
         start = time.perf_counter()
@@ -857,16 +863,14 @@ class Simulation:
         the quiet ones count as ``check`` would count them, the check at the
         round it stops at is the caller's. Returns (round reached, quiet checks)."""
         self.checkpoints.settle(self.transport)  # the check begun last found no violator: nothing but its count
-        indptr, indices, data, y, owner, lo = self._rows(t, stop)
-        round_ptr = self._block[5]
-        first = self._block[6]
-        made, violated = self.L.learn_until_violation(indptr, indices, data, y, owner, round_ptr[checks - first] - lo,
+        indptr, indices, data, y, owner, round_ptr = self._rows(t, stop)
+        made, violated = self.L.learn_until_violation(indptr, indices, data, y, owner, round_ptr[checks - t],
                                                       self.coordinator.threshold(checks))
         reached = int(checks[made - 1]) if violated else stop
         quiet = made - int(violated)  # the violating check is the caller's
         self.transport.quiet_checks(quiet)
         self.coordinator.count_quiet(quiet)
-        self._learned(t, reached, int(indptr[round_ptr[reached - first] - lo]))
+        self._learned(t, reached, int(indptr[round_ptr[reached - t]]))
         return reached, quiet
 
     def _learned(self, t, stop, entries):
