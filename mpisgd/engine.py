@@ -64,17 +64,15 @@ class Engine:
 
 
 def run_rounds(rounds, t, stop):
-    """The engine loop, the one of the MPI runner (``Run._rounds``, over one
-    rank's rows) and of the simulator (``Simulation.feed``, over a block of
-    every learner's rows): rounds (t, stop] of a run, stop by stop. Learn up
-    to the next stop; at the pilot's end, Δ; the mode's step there (a check
-    point, a resolution taking effect, the async mode's answers and waits, a
-    pacing barrier); a timeline row where the schedule has one; a checkpoint
-    where one is due, after the mode's cut; progress. ``rounds`` is the
-    driver's and mode's object that says how each goes
-    (``mpisgd.protocol.rounds``: ``Lockstep``, ``AsyncRounds``; the
-    simulator's ``SimRounds``); the run ends with ``rounds.end(T)``, its
-    caller's. Returns the round reached, stop."""
+    """The engine loop: rounds (t, stop] of a run, stop by stop — the runner's
+    (``Run._rounds``: one rank's rows, from 0 or a resumed round to T) and the
+    simulator's (``Simulation.feed``: a block of every learner's rows, t to
+    t + m). Learn up to the next stop; at the pilot's end, Δ; the mode's step
+    there (a check point, a resolution taking effect, the async mode's
+    answers and waits, a pacing barrier); a timeline row where the schedule
+    has one; a checkpoint where one is due, after the mode's cut; progress.
+    ``rounds`` says how each goes (``mpisgd.protocol.rounds``); its
+    ``end(T)`` is the caller's. Returns the round reached, stop."""
     schedule = rounds.schedule
     while t < stop:
         t = rounds.learn(t, min(rounds.next_stop(t), stop))

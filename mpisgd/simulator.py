@@ -23,8 +23,8 @@ next check point in sync mode, ``async_delay`` rounds later in the default
 mode (the loop then also stops at that round). Checks that find
 no violator change nothing but counters, so the learners run through them
 inside one kernel call (``Simulation.learn_until_violation``) and they are
-counted in bulk. None: nothing; central: one learner takes all k rows of a round, in
-learner order, and nothing is communicated.
+counted in bulk. None: nothing; central: one learner takes all k rows of a
+round, in learner order, and nothing is communicated.
 
 At the start one control Allreduce (T), at the end one Allreduce of every
 learner's final model, the protocol's "final" full sync, both exactly as the
@@ -647,9 +647,7 @@ class SimLockstep:
             return stop
         checks = np.arange(self.next, min(stop - 1, self.last) + 1, self.b)  # the check at stop is step's
         t, quiet = self.sim.learn_until_violation(t, stop, checks)
-        self.next += quiet * self.b
-        if self.next > self.last:
-            self.next = -1
+        self._advance(quiet * self.b)
         return t
 
     def end_pilot(self, t):
@@ -663,7 +661,11 @@ class SimLockstep:
         quiet = self.sim.check(t)
         if self.max_period:
             self.gap = min(2 * self.gap, self.max_period) if quiet else self.b
-        self.next += self.gap
+        self._advance(self.gap)
+
+    def _advance(self, rounds):
+        """The next check point comes ``rounds`` later (-1: none is left)."""
+        self.next += rounds
         if self.next > self.last:
             self.next = -1
 

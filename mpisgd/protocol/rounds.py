@@ -5,7 +5,7 @@ the pilot there (``end_pilot``), takes the mode's ``step``, a timeline row
 checkpoint (``checkpoint``) after ``cut``, then ``progress``; at the end the
 mode's ``end``. ``Rounds`` holds what the runner's modes share, ``Lockstep``
 and ``AsyncRounds`` (``mpisgd.protocol.asynchronous``) the modes; the
-simulator has its own (``mpisgd.simulator.SimRounds``). ``rounds_of`` picks
+simulator has its own (``mpisgd.simulator.SimLockstep``, ``SimDelayed``). ``rounds_of`` picks
 the mode's class for a run, the one place the choice is made.
 
 ``run``, the learning side each class drives (``mpisgd.runner.Run``): its
