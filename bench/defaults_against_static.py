@@ -26,6 +26,8 @@ import numpy as np
 
 PAPER = {"loss": "log", "lam": 0.0, "schedule": "constant", "eta0": 1.0, "average": False}
 HINGE = {"loss": "hinge", "lam": 1e-4, "schedule": "bottou", "eta0": 1.0, "average": True}
+# linear: bench/partial_averaging.py's sparse linear teacher (the stream's own defaults are n = 1,000, no drift)
+LINEAR = {"n_features": 20000, "nnz_per_row": 20, "drift_prob": 0.0002}
 
 
 def configurations(args):
@@ -58,8 +60,9 @@ def one_seed(args, seed):
             results.append(simulate(source, min(args.rounds or source.n_rounds, source.n_rounds), config, learner))
             source.close()
     else:
-        drift = {"drift_prob": args.drift_prob} if args.stream in ("disjunction", "neuralnet") else {}
-        stream = STREAMS[args.stream](n_learners=args.k, seed=seed, **drift)
+        options = {"disjunction": {"drift_prob": args.drift_prob}, "neuralnet": {"drift_prob": args.drift_prob},
+                   "linear": LINEAR}.get(args.stream, {})
+        stream = STREAMS[args.stream](n_learners=args.k, seed=seed, **options)
         results = run_many(stream, args.rounds, [Simulation(args.k, stream.n_features, args.rounds, c, learner)
                                                  for c in configs])
     return {name: (r["errors"], r["examples"], sum(r["bytes_sent"].values()), sum(r["messages_sent"].values()),
