@@ -94,7 +94,7 @@ def steps(comm, stream, syncs, period):
     for t in range(0, (syncs + 20) * period, period):  # the first 20 warm up
         learners.learn(*stream.rows(t, t + period, [rank]), owner)
         comm.comm.Barrier()
-        nnz, c, bias, alpha = timed("gather (gather_pairs)", L.sync_pairs, 0, vals, idx)
+        nnz, c, bias, alpha = timed("gather (the touched coordinates)", L.sync_pairs, 0, vals, idx)
         mine[0] = nnz
         timed("probe Allreduce (8 B)", comm.comm.Allreduce, mine, top, MPI.MAX)
         m = int(top[0])
@@ -110,9 +110,9 @@ def steps(comm, stream, syncs, period):
         timed("R = ‖r‖² (BLAS)", lambda: float(L.r @ L.r))
         own = idx[:c] if c == nnz else None
         if own is None:
-            timed("restart (v ← 0)", online.restart, L.r_bias, L.alpha, L.s, L.V, L.bias, L.P, L.Q, L.PX)
+            timed("restart (v ← 0)", online.restart, L.r_bias, L.alpha, L.s, L.V, L.listed, L.bias, L.P, L.Q, L.PX)
         else:
-            timed("restart (v ← 0)", online.restart_at, own, L.r_bias, L.alpha, L.s, L.V, L.bias, L.P, L.Q, L.PX)
+            timed("restart (v ← 0)", online.restart_at, own, L.r_bias, L.alpha, L.s, L.V, L.listed, L.bias, L.P, L.Q, L.PX)
         send = np.zeros((size + 7) // 8)
         recv = np.empty_like(send)
         comm.comm.Barrier()

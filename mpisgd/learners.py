@@ -108,6 +108,10 @@ class OnlineLearners:
         self.alpha[:] = 1.0
         self.s[:] = 1.0
         self.V = np.zeros((k, n))
+        # the coordinates each v was touched on since its restart (online: "Touched coordinates"), and the
+        # bits their gather dedupes them in; a list longer than n/4 is dropped, scanning v costing no more
+        self.T = np.empty((k, n // 4), dtype=np.int32)
+        self._bits = np.zeros((n + 63) // 64, dtype=np.uint64)
         self.A = np.zeros((k, navg))
         self.U = np.zeros((k, navg))
         self.r = np.zeros(n)
@@ -179,7 +183,7 @@ class OnlineLearners:
 
     def _state(self):
         """The kernel arguments after the rows: the learners' state and options."""
-        return (self._floats, self._counts, self.V, self.A, self.U, self.r, self.Xi, self.PX, self.R, self.r_bias,
+        return (self._floats, self._counts, self.V, self.T, self.A, self.U, self.r, self.Xi, self.PX, self.R, self.r_bias,
                 *self.params)
 
     def _raise_on(self, status, row, y, owner):
@@ -282,7 +286,10 @@ class OnlineLearners:
         """Learner l's full-sync contribution as pairs, in one pass: the
         non-zeros of its u into vals and idx (length ≥ n each), and
         (the non-zeros of its v, the pairs written, b, α)."""
-        nnz, c = sync.gather_pairs(self.V[l], self.s[l], vals, idx)
+        if self.listed[l] >= 0 and np.isfinite(self.s[l]):  # v is 0 off its touched coordinates
+            nnz, c = sync.gather_listed(self.V[l], self.T[l, : self.listed[l]], self._bits, self.s[l], vals, idx)
+        else:
+            nnz, c = sync.gather_pairs(self.V[l], self.s[l], vals, idx)
         return nnz, c, self.bias[l], self.alpha[l]
 
     def sync_pairs_and_model(self, l, vals, idx):
@@ -361,7 +368,7 @@ class OnlineLearners:
     def set_models(self, ids, z):
         """Learners ids take the model z (relative to the current r)."""
         online.set_models(np.atleast_1d(np.asarray(ids, dtype=np.int64)), np.asarray(z, dtype=np.float64),
-                          self.alpha, self.s, self.V, self.bias, self.P, self.Q,
+                          self.alpha, self.s, self.V, self.T, self.listed, self.bias, self.P, self.Q,
                           self.A, self.U, self.alpha_sum, self.s_sum, self.r, self.average,
                           self.Xi, self.PX)  # fmt: skip
 
@@ -402,9 +409,10 @@ class OnlineLearners:
             self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
         self.R = float(self.r @ self.r)
         if own is None:
-            online.restart(self.r_bias, self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.PX)
+            online.restart(self.r_bias, self.alpha, self.s, self.V, self.listed, self.bias, self.P, self.Q, self.PX)
         else:
-            online.restart_at(own, self.r_bias, self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.PX)
+            online.restart_at(own, self.r_bias, self.alpha, self.s, self.V, self.listed, self.bias, self.P, self.Q,
+                              self.PX)
 
     def _push_direction(self, change):
         """The newest reference change becomes ξ_1; the older directions follow,
@@ -462,3 +470,5 @@ class OnlineLearners:
                 current[...] = value
             else:
                 setattr(self, name, float(value))
+        for l in range(self.k):  # not saved: rebuilt from v
+            online.touched_from(l, self.V, self.T, self.listed)

@@ -7,6 +7,7 @@ reference from that sum where it changes."""
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 
 @njit(cache=True)
@@ -107,6 +108,34 @@ def gather_pairs(v, scale, vals, idx):
             if touched == 0:
                 continue
         for j in range(lo, hi):
+            nnz += v[j] != 0.0
+            u = scale * v[j]
+            if u != 0.0:
+                vals[c] = u
+                idx[c] = j
+                c += 1
+    return nnz, c
+
+
+@njit(cache=True)
+def gather_listed(v, listed, bits, scale, vals, idx):
+    """``gather_pairs`` of a v that is 0 off the coordinates ``listed``
+    (``mpisgd.kernels.online``, "Touched coordinates"; repeats allowed): their
+    bits set in ``bits`` (uint64, ⌈n/64⌉ words, 0 before and after), then the
+    words walked in increasing j, each set bit visited once. The scale must be
+    finite (else scale·0 is not 0 and every j counts)."""
+    for j in listed:
+        bits[j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+    nnz = 0
+    c = 0
+    for w in range(bits.shape[0]):
+        word = bits[w]
+        if word == 0:
+            continue
+        bits[w] = 0
+        while word:
+            j = 64 * w + trailing_zeros(word)
+            word &= word - np.uint64(1)  # the lowest bit cleared
             nnz += v[j] != 0.0
             u = scale * v[j]
             if u != 0.0:
