@@ -13,10 +13,9 @@ of the bytes this rank sent in that sync, both after a barrier. Two cases:
   ``--dynamic-rounds`` rounds, the union of supports a dynamic full sync carries.
 
 With ``--steps``, instead: the static case taken apart, each step of ``MPITransport._pairs_steps``
-and ``OnlineLearners.set_reference_pairs`` timed on its own in the same loop (the gather, the probe,
-the block, the Allgather, adding into the sum, r ← ᾱr + ū on the union of the indices (clearing the
-sum there), R = ‖r‖², the restart of v on its own indices), beside the bare Allreduce of the block's
-bytes.
+timed on its own in the same loop (the gather of the touched coordinates, the probe, the block, the
+Allgather, adding the blocks into the sum, the new reference made from it with the learner's
+restart: ``OnlineLearners.set_reference_pairs``), beside the bare Allreduce of the block's bytes.
 
 Times are CPU seconds of each rank (``time.process_time``: another rank's scheduling on this
 2-core machine does not move them, though spinning in MPI does), medians over the syncs, then the
@@ -73,14 +72,14 @@ def measure(comm, transport, stream, learners, rounds, syncs, dynamic):
 def steps(comm, stream, syncs, period):
     """Median CPU µs of each step of a static full sync (pairs exchange) on this rank."""
     from mpisgd import wire
-    from mpisgd.kernels import online, sync
 
     learners = OnlineLearners(1, stream.n_features, loss="log", eta0=1.0)
     learners.warm_up()
     L, n, k, rank = learners, learners.n_features, comm.size, comm.rank
     vals, idx = np.empty(n), np.empty(n, dtype=np.int32)
     mine, top, total = np.empty(1), np.empty(1), np.zeros(n + 2)
-    kept = np.empty(2 * k * wire.sync_block_nbytes(n), dtype=np.uint8)
+    kept = np.empty(k * wire.sync_block_nbytes(n), dtype=np.uint8)  # every rank's block
+    own_block = np.empty(wire.sync_block_nbytes(n), dtype=np.uint8)
     owner = np.zeros(period, dtype=np.int64)
     times = {}
     clock = time.process_time
@@ -94,25 +93,18 @@ def steps(comm, stream, syncs, period):
     for t in range(0, (syncs + 20) * period, period):  # the first 20 warm up
         learners.learn(*stream.rows(t, t + period, [rank]), owner)
         comm.comm.Barrier()
-        nnz, c, bias, alpha = timed("gather (the touched coordinates)", L.sync_pairs, 0, vals, idx)
+        nnz, c, bias, alpha = timed("gather the touched coordinates (sync_pairs)", L.sync_pairs, 0, vals, idx)
         mine[0] = nnz
         timed("probe Allreduce (8 B)", comm.comm.Allreduce, mine, top, MPI.MAX)
         m = int(top[0])
         size = wire.sync_block_nbytes(m)
-        block = timed("fill_block", wire.fill_block, kept[-size:], alpha, bias, vals[:c], idx[:c], m)
+        block = timed("fill_block", wire.fill_block, own_block[:size], alpha, bias, vals[:c], idx[:c], m)
         blocks = kept[: k * size]
         timed("pairs Allgather", comm.comm.Allgather, block, blocks)
-        timed("sum_blocks", wire.sum_blocks, blocks, n, m, total)
-        index, counts = timed("block_indices", wire.block_indices, blocks, m)
-        L.r_bias = float(total[n] / k)
-        timed("r ← ᾱr + ū on U (reference_from_pairs)", sync.reference_from_pairs, total, float(k), L.r, index,
-              counts)
-        timed("R = ‖r‖² (BLAS)", lambda: float(L.r @ L.r))
+        index, counts = timed("add the blocks (add_blocks)", wire.add_blocks, blocks, n, m, total)
         own = idx[:c] if c == nnz else None
-        if own is None:
-            timed("restart (v ← 0)", online.restart, L.r_bias, L.alpha, L.s, L.V, L.listed, L.bias, L.P, L.Q, L.PX)
-        else:
-            timed("restart (v ← 0)", online.restart_at, own, L.r_bias, L.alpha, L.s, L.V, L.listed, L.bias, L.P, L.Q, L.PX)
+        timed("the new reference and restart (set_reference_pairs)", L.set_reference_pairs, total, k, index, counts,
+              own)
         send = np.zeros((size + 7) // 8)
         recv = np.empty_like(send)
         comm.comm.Barrier()

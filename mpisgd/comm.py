@@ -498,12 +498,12 @@ class MPITransport:
         blocks = self._blocks[: k * size]
         yield "Allgather", block, blocks
         try:
-            wire.sum_blocks(blocks, n, m, total)  # total is 0 before, and cleared on the indices after
+            index, counts = wire.add_blocks(blocks, n, m, total)  # total is 0 before, and cleared on U after
         except MpisgdError:
             total[:] = 0.0
             raise
         own = idx[:c] if c == nnz else None  # u_j ≠ 0 only where v_j ≠ 0: then these are all of v's non-zeros
-        return _PairsSum(total, *wire.block_indices(blocks, m), own)
+        return _PairsSum(total, index, counts, own)
 
     def _partial_steps(self, budget, remember):
         """A partial sync (docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial
@@ -997,8 +997,8 @@ class _Replies:
 
 
 class _PairsSum(NamedTuple):
-    """The sum of a full sync's pairs blocks (``wire.sum_blocks``): total, 0
-    off the blocks' indices (``wire.block_indices``: index[b, :counts[b]]),
+    """The sum of a full sync's pairs blocks (``wire.add_blocks``): total, 0
+    off the blocks' indices (index[b, :counts[b]]),
     and this rank's own indices (None: not known to hold all its v's non-zeros)."""
 
     total: np.ndarray

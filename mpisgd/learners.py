@@ -116,6 +116,9 @@ class OnlineLearners:
         self.U = np.zeros((k, navg))
         self.r = np.zeros(n)
         self.r_bias = 0.0
+        # R = ‖r‖² enters a check only as (α − 1)²·R: α leaves 1 by a step's decay (λ > 0, or rda's
+        # √((t − 1)/t)) or a model taken with α ≠ 1; until then R is not computed and stays 0
+        self._alpha_decays = bool(lam > 0 or rule == "rda")
         self.R = 0.0
         self._dist = np.empty(k)
         # variance monitoring (docs/ALGORITHMS.md §8): J orthonormal directions ξ_q = [ξ_q,w, ξ_q,b]
@@ -286,10 +289,7 @@ class OnlineLearners:
         """Learner l's full-sync contribution as pairs, in one pass: the
         non-zeros of its u into vals and idx (length ≥ n each), and
         (the non-zeros of its v, the pairs written, b, α)."""
-        if self.listed[l] >= 0 and np.isfinite(self.s[l]):  # v is 0 off its touched coordinates
-            nnz, c = sync.gather_listed(self.V[l], self.T[l, : self.listed[l]], self._bits, self.s[l], vals, idx)
-        else:
-            nnz, c = sync.gather_pairs(self.V[l], self.s[l], vals, idx)
+        nnz, c = sync.gather(l, self.s, self.V, self.T, self.listed, self._bits, vals, idx)
         return nnz, c, self.bias[l], self.alpha[l]
 
     def sync_pairs_and_model(self, l, vals, idx):
@@ -367,10 +367,13 @@ class OnlineLearners:
 
     def set_models(self, ids, z):
         """Learners ids take the model z (relative to the current r)."""
-        online.set_models(np.atleast_1d(np.asarray(ids, dtype=np.int64)), np.asarray(z, dtype=np.float64),
+        ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
+        online.set_models(ids, np.asarray(z, dtype=np.float64),
                           self.alpha, self.s, self.V, self.T, self.listed, self.bias, self.P, self.Q,
                           self.A, self.U, self.alpha_sum, self.s_sum, self.r, self.average,
                           self.Xi, self.PX)  # fmt: skip
+        if not self._alpha_decays and np.any(self.alpha[ids] != 1.0):
+            self.R = float(self.r @ self.r)
 
     def progress(self, l, z_sent):
         """(Δw, Δb): learner l's steps since its model was ``z_sent`` (same
@@ -407,7 +410,7 @@ class OnlineLearners:
         if len(self.Xi):
             self._push_direction(np.append(self.r - r_before, self.r_bias - bias_before))  # [r' − r, b' − r_b]
             self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
-        self.R = float(self.r @ self.r)
+        self.R = float(self.r @ self.r) if self._alpha_decays else 0.0  # every α is 1 again
         if own is None:
             online.restart(self.r_bias, self.alpha, self.s, self.V, self.listed, self.bias, self.P, self.Q, self.PX)
         else:

@@ -157,6 +157,25 @@ def test_distance_check_cost_does_not_touch_v():
     assert np.all(np.isfinite(L.distances()))
 
 
+@pytest.mark.parametrize("lam", [0.0, 0.1])
+def test_the_distance_holds_whether_or_not_R_is_kept(lam):
+    """R = ‖r‖² is kept where α can leave 1 (λ > 0, or a model taken with α ≠ 1); with λ = 0
+    after a new reference every α is 1 and R is 0, and the distances are still ‖w − r‖²."""
+    X, y = make_data(40, 6, seed=10)
+    L = OnlineLearners(2, 6, lam=lam, eta0=0.3)
+    L.learn(X.indptr, X.indices, X.data, y, np.arange(40) % 2)
+    L.set_reference(L.mean_model())
+    L.learn(X.indptr, X.indices, X.data, y, np.arange(40) % 2)
+    assert L.R == (float(L.r @ L.r) if lam else 0.0)
+    z = L.models([1])[0]
+    z[-1] = 0.5  # α = 1/2: R enters the distance
+    L.set_models([1], z)
+    assert L.R == float(L.r @ L.r)
+    w = L.alpha[:, None] * L.r + L.s[:, None] * L.V
+    want = ((w - L.r) ** 2).sum(axis=1) + (L.bias - L.r_bias) ** 2
+    np.testing.assert_allclose(L.distances(), want, rtol=1e-12)
+
+
 def test_state_dict_round_trip():
     X, y = make_data(20, 5, seed=8)
     a = OnlineLearners(2, 5, average=True)

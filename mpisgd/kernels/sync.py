@@ -5,6 +5,8 @@ of every learner's z; in between, for the pairs exchange, the non-zeros of u
 in one pass and the sum of the blocks in one pass each, and the new
 reference from that sum where it changes."""
 
+import math
+
 import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
@@ -56,7 +58,7 @@ def reference_from_pairs(total, k, r, index, counts):
         for j in range(n):
             r[j] = a * r[j] + total[j] / k
     for b in range(index.shape[0]):
-        for i in range(counts[b]):
+        for i in range(int(counts[b])):
             j = index[b, i]
             if not dense:
                 r[j] = r[j] + total[j] / k  # r_j ← 1·r_j + ū_j
@@ -118,6 +120,17 @@ def gather_pairs(v, scale, vals, idx):
 
 
 @njit(cache=True)
+def gather(l, s, V, T, listed, bits, vals, idx):
+    """A full sync's pairs of learner l (u = s_l·v_l): ``gather_listed`` on its
+    list of touched coordinates (``mpisgd.kernels.online``), or, with the
+    list dropped or a scale that is not finite, ``gather_pairs`` over all n.
+    Returns (the non-zeros of v_l, the pairs written)."""
+    if listed[l] >= 0 and math.isfinite(s[l]):
+        return gather_listed(V[l], T[l, : listed[l]], bits, s[l], vals, idx)
+    return gather_pairs(V[l], s[l], vals, idx)
+
+
+@njit(cache=True)
 def gather_listed(v, listed, bits, scale, vals, idx):
     """``gather_pairs`` of a v that is 0 off the coordinates ``listed``
     (``mpisgd.kernels.online``, "Touched coordinates"; repeats allowed): their
@@ -156,6 +169,43 @@ def add_pairs(total, vals, idx, n):
             return False
         last = j
         total[j] += vals[i]
+    return True
+
+
+@njit(cache=True)
+def fill_block(buf, alpha, bias, vals, idx, m):
+    """One rank's pairs block (uint8, 24 + 12m bytes, 8-aligned) from its pairs
+    (vals, idx: at most m of them): float64 [α, b, count, values, 0 …] (3 + m),
+    then int32 [idx, 0 …] (m)."""
+    head = buf[: 24 + 8 * m].view(np.float64)
+    index = buf[24 + 8 * m : 24 + 12 * m].view(np.int32)
+    c = vals.shape[0]
+    head[0] = alpha
+    head[1] = bias
+    head[2] = c
+    for i in range(c):
+        head[3 + i] = vals[i]
+        index[i] = idx[i]
+    head[3 + c :] = 0.0
+    index[c:] = 0
+
+
+@njit(cache=True)
+def add_blocks(heads, index, n, total):
+    """total += Σ z of k pairs blocks (block b: heads[b] = [α, b, count, values …],
+    index[b] its indices), in order, each as ``add_pairs`` and then its b and α;
+    False (total left partly added) unless every count is a whole number in
+    [0, m] and every block's indices lie in [0, n) and strictly increase."""
+    m = index.shape[1]
+    for b in range(heads.shape[0]):
+        count = heads[b, 2]
+        if not 0.0 <= count <= m or count != int(count):  # NaN fails the first
+            return False
+        c = int(count)
+        if not add_pairs(total, heads[b, 3 : 3 + c], index[b, :c], n):
+            return False
+        total[n] += heads[b, 1]
+        total[n + 1] += heads[b, 0]
     return True
 
 
