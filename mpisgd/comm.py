@@ -38,6 +38,7 @@ from mpi4py import MPI
 
 from mpisgd import wire
 from mpisgd.errors import MpisgdError
+from mpisgd.kernels import sync
 from mpisgd.wire import (BALANCED, COMMAND, CUT, DIST, DISTANCE, DONE, END, EPOCHS, FINISH, FULLSYNC, NEWREF, REPLY,
                          REQUEST, STOP, VIOLATION, VIOLATION_ASYNC)  # the tags and commands of docs/WIRE.md
 
@@ -465,22 +466,21 @@ class MPITransport:
 
     def _pairs_steps(self, remember):
         """``_sum_steps`` uncompressed, with the probe: this rank's non-zeros
-        gathered in one pass (the dense z only where it is sent or remembered),
-        into buffers kept from sync to sync; after a pairs exchange returns
-        a ``_PairsSum``, which the new reference is made from in work
-        proportional to the non-zeros (``OnlineLearners.set_reference_pairs``)."""
+        gathered from the coordinates its learner touched (the dense z only
+        where it is sent, or remembered: made from the pairs), into buffers
+        kept from sync to sync; after a pairs exchange returns a ``_PairsSum``,
+        which the new reference is made from in work proportional to the
+        non-zeros (``OnlineLearners.set_reference_pairs``)."""
         L, n, k = self.learners, self.n, self.k
-        if self._scratch is None:  # pairs of up to n non-zeros, the probe's, the sum
+        if self._scratch is None:  # pairs of up to n non-zeros, the probe's, the sum, the z remembered
             self._scratch = (np.empty(n), np.empty(n, dtype=np.int32), np.empty(1), np.empty(1),
-                             np.zeros(n + 2))
-        vals, idx, mine, top, total = self._scratch
-        if remember:  # its z is remembered: the pairs read from it
-            nnz, c, z = L.sync_pairs_and_model(0, vals, idx)
-            bias, alpha = z[n], z[n + 1]
-            self._sent(z)
-        else:
-            nnz, c, bias, alpha = L.sync_pairs(0, vals, idx)
-            z = None
+                             np.zeros(n + 2), np.empty(n + 2))
+        vals, idx, mine, top, total, sent = self._scratch
+        nnz, c, bias, alpha = L.sync_pairs(0, vals, idx)
+        z = None
+        if remember:  # its z, from its pairs (u is 0 off them), until the sync's result is taken
+            sync.model_of_pairs(vals[:c], idx[:c], bias, alpha, sent)
+            z = self._sent(sent)
         mine[0] = nnz
         yield "Allreduce", mine, top, MPI.MAX
         m = int(top[0])

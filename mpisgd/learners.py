@@ -148,11 +148,14 @@ class OnlineLearners:
         scratch.take(0, z, scratch.progress(0, z))
         scratch.set_reference(scratch.mean_model())
         scratch.set_reference_sum(scratch.sync_parts([0])[0][0], 1)
-        blocks = wire.encode_block(1.0, 0.0, z[:1], 1)  # a full sync's pairs exchange
-        total = wire.sum_blocks(blocks, 1, 1)
-        scratch.set_reference_pairs(total, 1, *wire.block_indices(blocks, 1), np.zeros(1, np.int32))
-        scratch.sync_pairs(0, np.empty(1), np.empty(1, np.int32))
-        scratch.sync_pairs_and_model(0, np.empty(1), np.empty(1, np.int32))
+        vals, idx = np.empty(1), np.empty(1, np.int32)  # a full sync's pairs exchange
+        _nnz, c, bias, alpha = scratch.sync_pairs(0, vals, idx)
+        sync.model_of_pairs(vals[:c], idx[:c], bias, alpha, np.empty(3))  # the z an async full sync remembers
+        for m in (1, 2):  # two blocks, the second unaligned (m odd) or not
+            block = wire.fill_block(np.empty(wire.sync_block_nbytes(m), np.uint8), alpha, bias, vals[:c], idx[:c], m)
+            total = np.zeros(3)
+            index, counts = wire.add_blocks(np.concatenate([block, block]), 1, m, total)
+            scratch.set_reference_pairs(total, 2, index, counts, idx[:c])
         scratch.partial_support(0, 0.0, np.empty(1), np.empty(1, np.int32))  # --partial
 
     # -- learning -----------------------------------------------------------
@@ -292,14 +295,6 @@ class OnlineLearners:
         nnz, c = sync.gather(l, self.s, self.V, self.T, self.listed, self._bits, vals, idx)
         return nnz, c, self.bias[l], self.alpha[l]
 
-    def sync_pairs_and_model(self, l, vals, idx):
-        """``sync_pairs`` and learner l's model z, from the one dense pass that
-        makes z (where z is needed anyway, its pairs are read from it in cache):
-        (the non-zeros of its v, the pairs written, z)."""
-        z, nnz = self.models_and_nnz([l])
-        c = sync.pairs_of(z[0, : self.n_features], vals, idx)
-        return int(nnz[0]), c, z[0]
-
     def sync_levels(self, ids, z, c, k):
         """Integer levels of learners ids' contributions z with shared scales c
         in a sum over k learners (``wire.sync_levels_of``), each from its
@@ -353,11 +348,11 @@ class OnlineLearners:
         self._new_reference(*before)
 
     def set_reference_pairs(self, total, k, index, counts, own=None):
-        """``set_reference_sum`` of a pairs exchange's sum (``wire.block_indices``:
+        """``set_reference_sum`` of a pairs exchange's sum (``wire.add_blocks``:
         total is 0 off index, and is cleared there for the next sum), in work
         proportional to the non-zeros where the maths allows: with ᾱ = 1 only r
         on the indices changes; with ``own`` (every v here is 0 off it) only v
-        there is reset. R = ‖r‖² and fda's directions stay dense."""
+        there is reset. R = ‖r‖² (where kept) and fda's directions stay dense."""
         n = self.n_features
         self._flush_averages()
         before = (self.r.copy() if len(self.Xi) else None), self.r_bias

@@ -350,8 +350,9 @@ def sum_blocks(blocks, n, m, total=None):
 
 
 def add_blocks(blocks, n, m, total):
-    """``sum_blocks`` into ``total``, in one pass; returns the blocks' indices
-    (``block_indices``, the counts as float64)."""
+    """``sum_blocks`` into ``total``, in one pass; returns the blocks' indices:
+    index (k, m) int32 and the counts (k,) float64, views (block b's indices
+    are index[b, :counts[b]])."""
     size = sync_block_nbytes(m)
     if blocks.ndim != 1 or len(blocks) % size:
         raise MpisgdError(f"wire: {len(blocks)} bytes are not whole pairs blocks of {size} bytes")
@@ -360,14 +361,6 @@ def add_blocks(blocks, n, m, total):
         raise MpisgdError(f"wire: a pairs block of a full sync has a count outside [0, {m}] or "
                           f"indices outside [0, {n}) or not strictly increasing")
     return index, heads[:, 2]
-
-
-def block_indices(blocks, m):
-    """The indices of the k pairs blocks already summed (``sum_blocks``, which
-    checked them): index (k, m) int32, a view, and the counts (k,) int64;
-    block b's indices are index[b, :counts[b]]."""
-    heads, index = block_views(blocks, m)
-    return index, heads[:, 2].astype(np.int64)
 
 
 # Partial averaging (--partial θ, docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial syncs"): after

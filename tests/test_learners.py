@@ -8,6 +8,7 @@ import scipy.sparse as sp
 
 from mpisgd import wire
 from mpisgd.errors import MpisgdError
+from mpisgd.kernels import sync
 from mpisgd.kernels.losses import CLASSIFICATION_LOSSES, DEFAULT_PARAM, LOSSES
 from mpisgd.learners import OnlineLearners
 from naive import NaiveOnline, naive_fda_summaries, naive_projector, naive_variance
@@ -392,8 +393,8 @@ def test_warm_up_loads_the_kernels_of_a_run_on_shard_rows():
 
 @pytest.mark.parametrize("lam", [0.0, 1e-3])
 def test_sync_pairs_match_the_model_and_its_non_zeros(lam):
-    """A full sync's pairs, from v (``sync_pairs``) and from the dense z
-    (``sync_pairs_and_model``): the non-zeros of u = s·v, in increasing j."""
+    """A full sync's pairs (``sync_pairs``): the non-zeros of u = s·v, in increasing j; the
+    model made from them (``sync.model_of_pairs``) is z."""
     rng = np.random.default_rng(7)
     n, m = 500, 30
     L = OnlineLearners(1, n, loss="log", eta0=0.5, lam=lam)
@@ -402,13 +403,12 @@ def test_sync_pairs_match_the_model_and_its_non_zeros(lam):
             np.zeros(m, np.int64))
     z = L.models([0])[0]
     want = np.flatnonzero(z[:n])
-    for from_model in (False, True):
-        vals, idx = np.full(n, 7.0), np.full(n, -7, np.int32)
-        out = (L.sync_pairs_and_model if from_model else L.sync_pairs)(0, vals, idx)
-        assert out[:2] == (np.count_nonzero(L.V[0]), len(want))
-        np.testing.assert_array_equal(idx[: len(want)], want)
-        np.testing.assert_array_equal(vals[: len(want)], z[want])
-        if from_model:
-            np.testing.assert_array_equal(out[2], z)
-        else:
-            assert out[2:] == (z[n], z[n + 1])
+    vals, idx = np.full(n, 7.0), np.full(n, -7, np.int32)
+    out = L.sync_pairs(0, vals, idx)
+    assert out[:2] == (np.count_nonzero(L.V[0]), len(want))
+    np.testing.assert_array_equal(idx[: len(want)], want)
+    np.testing.assert_array_equal(vals[: len(want)], z[want])
+    assert out[2:] == (z[n], z[n + 1])
+    made = np.full(n + 2, 7.0)
+    sync.model_of_pairs(vals[: len(want)], idx[: len(want)], *out[2:], made)
+    np.testing.assert_array_equal(made, z)

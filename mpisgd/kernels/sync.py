@@ -159,6 +159,17 @@ def gather_listed(v, listed, bits, scale, vals, idx):
 
 
 @njit(cache=True)
+def model_of_pairs(vals, idx, bias, alpha, z):
+    """z = [u, b, α] with u = vals at idx and 0 elsewhere (a model from its pairs)."""
+    n = z.shape[0] - 2
+    z[:n] = 0.0
+    for i in range(idx.shape[0]):
+        z[idx[i]] = vals[i]
+    z[n] = bias
+    z[n + 1] = alpha
+
+
+@njit(cache=True)
 def add_pairs(total, vals, idx, n):
     """total[idx[i]] += vals[i] in one pass; False (total left partly added)
     unless every index lies in [0, n) and they strictly increase."""
