@@ -319,24 +319,14 @@ def encode_block(alpha, bias, u, m):
 
 def fill_block(buf, alpha, bias, vals, idx, m):
     """``encode_block`` of pairs already gathered (vals, idx: at most m of
-    them) into buf, uint8 of ``sync_block_nbytes(m)`` bytes (a view of a
-    buffer kept from sync to sync); the padding is zeroed."""
+    them) into buf, uint8 of ``sync_block_nbytes(m)`` bytes from the start of
+    a buffer kept from sync to sync (8-aligned, as numpy allocates); the
+    padding is zeroed."""
     c = len(vals)
     if c > m:
         raise MpisgdError(f"wire: a pairs block holds at most m = {m} non-zeros; u has {c}")
     sync.fill_block(buf, alpha, bias, vals, idx, m)
     return buf
-
-
-def block_views(blocks, m):
-    """Views of k pairs blocks (uint8, k·``sync_block_nbytes(m)``): heads (k, 3 + m)
-    float64 [α, b, count, values …] (unaligned in every other block when m is odd,
-    which the kernels read as such) and index (k, m) int32."""
-    size = sync_block_nbytes(m)
-    k = len(blocks) // size
-    heads = np.ndarray((k, 3 + m), np.float64, blocks, 0, (size, 8))
-    index = np.ndarray((k, m), np.int32, blocks, 24 + 8 * m, (size, 4))
-    return heads, index
 
 
 def sum_blocks(blocks, n, m, total=None):
@@ -345,22 +335,21 @@ def sum_blocks(blocks, n, m, total=None):
     and indices outside [0, n) or out of order."""
     if total is None:
         total = np.zeros(n + 2, dtype=np.float64)
-    add_blocks(blocks, n, m, total)
+    k = len(blocks) // sync_block_nbytes(m)
+    add_blocks(blocks, n, m, total, np.empty((k, m), np.int32), np.empty(k, np.int64))
     return total
 
 
-def add_blocks(blocks, n, m, total):
-    """``sum_blocks`` into ``total``, in one pass; returns the blocks' indices:
-    index (k, m) int32 and the counts (k,) float64, views (block b's indices
-    are index[b, :counts[b]])."""
+def add_blocks(blocks, n, m, total, index, counts):
+    """``sum_blocks`` into ``total``, in one pass, and the blocks' indices:
+    block b's into index[b, :counts[b]] (index (k, ≥ m) int32, counts (k,)
+    int64: buffers kept from sync to sync)."""
     size = sync_block_nbytes(m)
     if blocks.ndim != 1 or len(blocks) % size:
         raise MpisgdError(f"wire: {len(blocks)} bytes are not whole pairs blocks of {size} bytes")
-    heads, index = block_views(blocks, m)
-    if not sync.add_blocks(heads, index, n, total):
+    if not sync.add_blocks(blocks, m, n, total, index, counts):
         raise MpisgdError(f"wire: a pairs block of a full sync has a count outside [0, {m}] or "
                           f"indices outside [0, {n}) or not strictly increasing")
-    return index, heads[:, 2]
 
 
 # Partial averaging (--partial θ, docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial syncs"): after

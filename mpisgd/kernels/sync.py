@@ -58,7 +58,7 @@ def reference_from_pairs(total, k, r, index, counts):
         for j in range(n):
             r[j] = a * r[j] + total[j] / k
     for b in range(index.shape[0]):
-        for i in range(int(counts[b])):
+        for i in range(counts[b]):
             j = index[b, i]
             if not dense:
                 r[j] = r[j] + total[j] / k  # r_j ← 1·r_j + ū_j
@@ -185,38 +185,46 @@ def add_pairs(total, vals, idx, n):
 
 @njit(cache=True)
 def fill_block(buf, alpha, bias, vals, idx, m):
-    """One rank's pairs block (uint8, 24 + 12m bytes, 8-aligned) from its pairs
-    (vals, idx: at most m of them): float64 [α, b, count, values, 0 …] (3 + m),
-    then int32 [idx, 0 …] (m)."""
+    """One rank's pairs block (uint8, 24 + 12m bytes, 8-aligned: float64 [α, b,
+    count, values, 0 …] (3 + m), then int32 [idx, 0 …] (m)) from its pairs
+    (vals, idx: at most m of them)."""
     head = buf[: 24 + 8 * m].view(np.float64)
     index = buf[24 + 8 * m : 24 + 12 * m].view(np.int32)
     c = vals.shape[0]
     head[0] = alpha
     head[1] = bias
     head[2] = c
-    for i in range(c):
-        head[3 + i] = vals[i]
-        index[i] = idx[i]
+    head[3 : 3 + c] = vals
     head[3 + c :] = 0.0
+    index[:c] = idx
     index[c:] = 0
 
 
 @njit(cache=True)
-def add_blocks(heads, index, n, total):
-    """total += Σ z of k pairs blocks (block b: heads[b] = [α, b, count, values …],
-    index[b] its indices), in order, each as ``add_pairs`` and then its b and α;
-    False (total left partly added) unless every count is a whole number in
-    [0, m] and every block's indices lie in [0, n) and strictly increase."""
-    m = index.shape[1]
-    for b in range(heads.shape[0]):
-        count = heads[b, 2]
+def add_blocks(blocks, m, n, total, index, counts):
+    """total += Σ z of the k pairs blocks in ``blocks`` (uint8, k·(24 + 12m)
+    bytes, ``fill_block``'s layout, read by byte copies whatever their
+    alignment), in order, each as ``add_pairs`` and then its b and α; block
+    b's indices into index[b, :counts[b]] (index (k, ≥ m) int32, counts (k,)
+    int64). False (total left partly added) unless every count is a whole
+    number in [0, m] and every block's indices lie in [0, n) and strictly
+    increase."""
+    size = 24 + 12 * m
+    head = np.empty(3 + m)
+    raw = head.view(np.uint8)
+    for b in range(blocks.shape[0] // size):
+        at = b * size
+        raw[:] = blocks[at : at + 24 + 8 * m]
+        count = head[2]
         if not 0.0 <= count <= m or count != int(count):  # NaN fails the first
             return False
         c = int(count)
-        if not add_pairs(total, heads[b, 3 : 3 + c], index[b, :c], n):
+        counts[b] = c
+        index[b, :c].view(np.uint8)[:] = blocks[at + 24 + 8 * m : at + 24 + 8 * m + 4 * c]
+        if not add_pairs(total, head[3 : 3 + c], index[b, :c], n):
             return False
-        total[n] += heads[b, 1]
-        total[n + 1] += heads[b, 0]
+        total[n] += head[1]
+        total[n + 1] += head[0]
     return True
 
 
