@@ -78,7 +78,7 @@ def steps(comm, stream, syncs, period):
     L, n, k, rank = learners, learners.n_features, comm.size, comm.rank
     vals, idx = np.empty(n), np.empty(n, dtype=np.int32)
     mine, top, total = np.empty(1), np.empty(1), np.zeros(n + 2)
-    index, counts = np.empty((k, n), np.int32), np.empty(k, np.int64)
+    counts = np.empty(k, np.int64)
     kept = np.empty(k * wire.sync_block_nbytes(n), dtype=np.uint8)  # every rank's block
     own_block = np.empty(wire.sync_block_nbytes(n), dtype=np.uint8)
     owner = np.zeros(period, dtype=np.int64)
@@ -102,7 +102,7 @@ def steps(comm, stream, syncs, period):
         block = timed("fill_block", wire.fill_block, own_block[:size], alpha, bias, vals[:c], idx[:c], m)
         blocks = kept[: k * size]
         timed("pairs Allgather", comm.comm.Allgather, block, blocks)
-        timed("add the blocks (add_blocks)", wire.add_blocks, blocks, n, m, total, index, counts)
+        index = timed("add the blocks (add_blocks)", wire.add_blocks, blocks, n, m, total, counts)
         own = idx[:c] if c == nnz else None
         timed("the new reference and restart (set_reference_pairs)", L.set_reference_pairs, total, k, index, counts,
               own)

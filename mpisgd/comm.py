@@ -474,9 +474,8 @@ class MPITransport:
         L, n, k = self.learners, self.n, self.k
         if self._scratch is None:  # pairs of up to n non-zeros, the probe's, the sum, the z remembered,
             self._scratch = (np.empty(n), np.empty(n, dtype=np.int32), np.empty(1), np.empty(1),
-                             np.zeros(n + 2), np.empty(n + 2),
-                             np.empty((k, n), np.int32), np.empty(k, np.int64))  # every block's indices
-        vals, idx, mine, top, total, sent, index, counts = self._scratch
+                             np.zeros(n + 2), np.empty(n + 2), np.empty(k, np.int64))  # every block's count
+        vals, idx, mine, top, total, sent, counts = self._scratch
         nnz, c, bias, alpha = L.sync_pairs(0, vals, idx)
         z = None
         if remember:  # its z, from its pairs (u is 0 off them), until the sync's result is taken
@@ -499,7 +498,7 @@ class MPITransport:
         blocks = self._blocks[: k * size]
         yield "Allgather", block, blocks
         try:
-            wire.add_blocks(blocks, n, m, total, index, counts)  # total is 0 before, and cleared on U after
+            index = wire.add_blocks(blocks, n, m, total, counts)  # total is 0 before, and cleared on U after
         except MpisgdError:
             total[:] = 0.0
             raise

@@ -154,8 +154,8 @@ class OnlineLearners:
         for m in (1, 2):  # two blocks, the second unaligned (m odd) or not
             block = wire.fill_block(np.empty(wire.sync_block_nbytes(m), np.uint8), alpha, bias, vals[:c], idx[:c], m)
             total = np.zeros(3)
-            index, counts = np.empty((2, 1), np.int32), np.empty(2, np.int64)
-            wire.add_blocks(np.concatenate([block, block]), 1, m, total, index, counts)
+            counts = np.empty(2, np.int64)
+            index = wire.add_blocks(np.concatenate([block, block]), 1, m, total, counts)
             scratch.set_reference_pairs(total, 2, index, counts, idx[:c])
         scratch.partial_support(0, 0.0, np.empty(1), np.empty(1, np.int32))  # --partial
 

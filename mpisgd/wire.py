@@ -335,21 +335,24 @@ def sum_blocks(blocks, n, m, total=None):
     and indices outside [0, n) or out of order."""
     if total is None:
         total = np.zeros(n + 2, dtype=np.float64)
-    k = len(blocks) // sync_block_nbytes(m)
-    add_blocks(blocks, n, m, total, np.empty((k, m), np.int32), np.empty(k, np.int64))
+    add_blocks(blocks, n, m, total, np.empty(len(blocks) // sync_block_nbytes(m), np.int64))
     return total
 
 
-def add_blocks(blocks, n, m, total, index, counts):
-    """``sum_blocks`` into ``total``, in one pass, and the blocks' indices:
-    block b's into index[b, :counts[b]] (index (k, ≥ m) int32, counts (k,)
-    int64: buffers kept from sync to sync)."""
+def add_blocks(blocks, n, m, total, counts):
+    """``sum_blocks`` into ``total``, in one pass; returns the blocks' indices,
+    index (k, m) int32, a view: block b's are index[b, :counts[b]] (counts (k,)
+    int64, a buffer kept from sync to sync)."""
     size = sync_block_nbytes(m)
     if blocks.ndim != 1 or len(blocks) % size:
         raise MpisgdError(f"wire: {len(blocks)} bytes are not whole pairs blocks of {size} bytes")
-    if not sync.add_blocks(blocks, m, n, total, index, counts):
+    k = len(blocks) // size
+    heads = np.ndarray((k, 3 + m), np.float64, blocks, 0, (size, 8))  # unaligned in every other block if m is odd
+    index = np.ndarray((k, m), np.int32, blocks, 24 + 8 * m, (size, 4))
+    if not sync.add_blocks(heads, index, n, total, counts):
         raise MpisgdError(f"wire: a pairs block of a full sync has a count outside [0, {m}] or "
                           f"indices outside [0, {n}) or not strictly increasing")
+    return index
 
 
 # Partial averaging (--partial θ, docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial syncs"): after

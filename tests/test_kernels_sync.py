@@ -53,8 +53,8 @@ def test_reference_from_pairs_matches_the_numpy_twin(alphas, density):
     m = max(1, max(np.count_nonzero(u) for u in us))
     blocks = np.concatenate([wire.encode_block(a, 0.5, u, m) for a, u in zip(alphas, us)])
     total = np.zeros(n + 2)
-    index, counts = np.full((k, n), -1, np.int32), np.empty(k, np.int64)  # wider than m, as a kept buffer
-    wire.add_blocks(blocks, n, m, total, index, counts)
+    counts = np.empty(k, np.int64)
+    index = wire.add_blocks(blocks, n, m, total, counts)
     np.testing.assert_array_equal(total, wire.sum_blocks(blocks, n, m))
     for b in range(k):
         np.testing.assert_array_equal(index[b, : counts[b]], np.flatnonzero(us[b]))

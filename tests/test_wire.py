@@ -210,8 +210,8 @@ def test_filled_blocks_are_the_encoded_ones_and_add_up_with_their_indices(m):
         buf = np.full(wire.sync_block_nbytes(m), 255, np.uint8)  # the padding is zeroed
         np.testing.assert_array_equal(wire.fill_block(buf, 0.5 + l, -l, u[j], j, m), encoded[l])
     total = np.zeros(n + 2)
-    index, counts = np.empty((3, m), np.int32), np.empty(3, np.int64)
-    wire.add_blocks(np.concatenate(encoded), n, m, total, index, counts)
+    counts = np.empty(3, np.int64)
+    index = wire.add_blocks(np.concatenate(encoded), n, m, total, counts)
     np.testing.assert_array_equal(total, wire.sum_blocks(np.concatenate(encoded), n, m))
     for l, u in enumerate(us):
         np.testing.assert_array_equal(index[l, : counts[l]], np.flatnonzero(u))

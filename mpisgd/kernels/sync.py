@@ -201,30 +201,24 @@ def fill_block(buf, alpha, bias, vals, idx, m):
 
 
 @njit(cache=True)
-def add_blocks(blocks, m, n, total, index, counts):
-    """total += Σ z of the k pairs blocks in ``blocks`` (uint8, k·(24 + 12m)
-    bytes, ``fill_block``'s layout, read by byte copies whatever their
-    alignment), in order, each as ``add_pairs`` and then its b and α; block
-    b's indices into index[b, :counts[b]] (index (k, ≥ m) int32, counts (k,)
-    int64). False (total left partly added) unless every count is a whole
-    number in [0, m] and every block's indices lie in [0, n) and strictly
-    increase."""
-    size = 24 + 12 * m
-    head = np.empty(3 + m)
-    raw = head.view(np.uint8)
-    for b in range(blocks.shape[0] // size):
-        at = b * size
-        raw[:] = blocks[at : at + 24 + 8 * m]
-        count = head[2]
+def add_blocks(heads, index, n, total, counts):
+    """total += Σ z of k pairs blocks (block b: heads[b] = float64 [α, b, count,
+    values …] (3 + m), index[b] its int32 indices (m), views of the received
+    bytes, unaligned where they lie so), in order, each as ``add_pairs`` and
+    then its b and α; counts[b] = its count. False (total left partly added)
+    unless every count is a whole number in [0, m] and every block's indices
+    lie in [0, n) and strictly increase."""
+    m = index.shape[1]
+    for b in range(heads.shape[0]):
+        count = heads[b, 2]
         if not 0.0 <= count <= m or count != int(count):  # NaN fails the first
             return False
         c = int(count)
         counts[b] = c
-        index[b, :c].view(np.uint8)[:] = blocks[at + 24 + 8 * m : at + 24 + 8 * m + 4 * c]
-        if not add_pairs(total, head[3 : 3 + c], index[b, :c], n):
+        if not add_pairs(total, heads[b, 3 : 3 + c], index[b, :c], n):
             return False
-        total[n] += head[1]
-        total[n + 1] += head[0]
+        total[n] += heads[b, 1]
+        total[n + 1] += heads[b, 0]
     return True
 
 
