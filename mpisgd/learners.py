@@ -190,8 +190,8 @@ class OnlineLearners:
 
     def _state(self):
         """The kernel arguments after the rows: the learners' state and options."""
-        return (self._floats, self._counts, self.V, self.T, self.A, self.U, self.r, self.Xi, self.PX, self.R, self.r_bias,
-                *self.params)
+        return (self._floats, self._counts, self.V, self.T, self.A, self.U, self.r, self.Xi, self.PX, self.R,
+                self.r_bias, *self.params)
 
     def _raise_on(self, status, row, y, owner):
         if status == online.BAD_LABEL:

@@ -29,7 +29,7 @@ costs O(J) per learner (``summaries``). J = 0 costs nothing.
 Touched coordinates: learner l lists in T[l, :listed_l] (int32, repeats
 allowed) every coordinate a step has moved v_l on since it last restarted at
 r, so that v_l is 0 off the list; a full sync gathers v_l's non-zeros from
-the list instead of all n coordinates (``mpisgd.kernels.sync.gather_listed``).
+the list instead of all n coordinates (``mpisgd.kernels.sync.gather``).
 A list that would outgrow T's width is dropped (listed_l = −1): the gather
 then scans all n, which costs no more by then.
 
