@@ -6,7 +6,7 @@ import pytest
 from mpisgd import wire
 from mpisgd.kernels import online, sync
 from mpisgd.learners import OnlineLearners
-from tests.naive import naive_partial_support
+from tests.naive import naive_gather, naive_partial_support
 
 
 def model(rng, k, n, density):
@@ -156,13 +156,34 @@ def test_gather_listed_matches_gather_pairs_where_v_is_zero_off_the_list(density
     # repeats, out of order, and coordinates where v is 0 (a step that cancelled): visited once, nothing sent
     listed = rng.permutation(np.concatenate([np.flatnonzero(v), np.flatnonzero(v), rng.choice(n, 30)]))
     bits = np.zeros((n + 63) // 64, np.uint64)
+    nnz, idx, u = naive_gather(v, listed, scale)
     with np.errstate(invalid="ignore", under="ignore", over="ignore"):
         want = [np.full(n, 7.0), np.full(n, -7, np.int32)]
         got = [np.full(n, 7.0), np.full(n, -7, np.int32)]
-        assert sync.gather_listed(v, listed.astype(np.int32), bits, scale, *got) == sync.gather_pairs(v, scale, *want)
+        assert sync.gather_listed(v, listed.astype(np.int32), bits, scale, *got) == (nnz, len(idx))
+        assert sync.gather_pairs(v, scale, *want) == (nnz, len(idx))
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got[1][: len(idx)], idx)
+    np.testing.assert_array_equal(got[0][: len(idx)], u)
     assert not bits.any()  # left clear for the next gather
+
+
+@pytest.mark.parametrize("listed, scale", [(3, 0.5), (-1, 0.5), (3, np.inf)])
+def test_gather_reads_the_list_where_it_is_kept_and_the_scale_finite(listed, scale):
+    """``sync.gather``: the list's coordinates, or all n (a dropped list, or scale·0 not 0)."""
+    n = 130
+    V = np.zeros((2, n))
+    V[1, [5, 64, 129]] = [1.0, -2.0, 3.0]
+    T = np.zeros((2, 4), np.int32)
+    T[1, :3] = [129, 5, 64]
+    counts, s = np.array([0, listed]), np.array([1.0, scale])
+    vals, idx = np.full(n, 7.0), np.full(n, -7, np.int32)
+    with np.errstate(invalid="ignore"):
+        nnz, want, u = naive_gather(V[1], T[1, :listed] if listed >= 0 and np.isfinite(scale) else None, scale)
+    assert sync.gather(1, s, V, T, counts, np.zeros(3, np.uint64), vals, idx) == (nnz, len(want))
+    np.testing.assert_array_equal(idx[: len(want)], want)
+    np.testing.assert_array_equal(vals[: len(want)], u)
 
 
 def listed_set(L, l):
