@@ -486,3 +486,13 @@ def naive_partial_support(d, budget):
         if np.sum(d[rest] ** 2) <= budget:
             return np.sort(order[len(order) - m :])
     return np.sort(order)
+
+
+def naive_gather(v, listed, scale):
+    """A full sync's pairs of a v that is 0 off the coordinates ``listed``
+    (repeats allowed; None: every coordinate): (the non-zeros of v, the
+    indices j of the non-zeros of u = scale·v in increasing j, u there)."""
+    j = np.arange(len(v)) if listed is None else np.unique(listed)
+    with np.errstate(invalid="ignore", under="ignore", over="ignore"):
+        u = scale * v[j]
+    return int(np.count_nonzero(v[j])), j[u != 0], u[u != 0]
