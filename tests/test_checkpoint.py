@@ -182,6 +182,16 @@ def test_killed_run_with_a_budget_resumes_with_the_steered_delta(tmp_path):
     assert resumed == budget
 
 
+def test_killed_run_resumes_its_delta_auto_pilot(tmp_path):
+    """A checkpoint during --delta auto's pilot holds its rows so far (``Pilot.state_dict``):
+    resumed there, the run measures the same Δ and ends as the uninterrupted one."""
+    args = [*SYNTHETIC, *PROTOCOL[:4], "--delta", "auto", "--pilot-rounds", 60, *PROTOCOL[6:]]
+    ok(tmp_path / "plain", *args)
+    kill_and_resume(tmp_path, tmp_path / "plain", args, kill_round=40, every=40)
+    plain, resumed = (json.loads((tmp_path / d / "report.json").read_text())["delta_auto"] for d in ("plain", "killed"))
+    assert resumed == plain and plain["pilot_rows"] == 60 * RANKS
+
+
 def test_time_based_checkpoints_change_no_counter(tmp_path, reference):
     out = tmp_path / "timed"
     ok(out, *SYNTHETIC, *PROTOCOL, "--checkpoint-seconds", 1e-9, "--poll-rows", 50)

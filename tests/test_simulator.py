@@ -290,14 +290,14 @@ def test_adaptive_period_checks_every_b_after_violations_and_backs_off_when_quie
     stream = DisjunctionStream(20, k, seed=12, drift_prob=0.01)
     sim = Simulation(k, 20, T, ProtocolConfig(delta=0.5, period=1), LEARNER, max_period=8)
     seen = []
-    check = sim._check
+    check = sim.check
 
-    def recorded():
-        quiet = check()
-        seen.append((sim.t, quiet))
+    def recorded(t):
+        quiet = check(t)
+        seen.append((t, quiet))
         return quiet
 
-    sim._check = recorded
+    sim.check = recorded
     run_many(stream, T, [sim], block=64)
     gap = 1
     for (t0, quiet), (t1, _q) in zip(seen, seen[1:]):

@@ -11,6 +11,7 @@ import os
 import time
 
 from mpisgd.errors import MpisgdError
+from mpisgd.protocol.rounds import Rounds
 from mpisgd.wire import BALANCED, CUT, DIST, DONE, EPOCHS, FINISH, FULLSYNC, NEWREF, REQUEST, STOP
 
 
@@ -301,7 +302,7 @@ class AsyncCoordinator:
             reply = getattr(self.transport, method)(*args)
 
 
-class AsyncRounds:
+class AsyncRounds(Rounds):
     """The default mode's rounds on one rank (``mpisgd.protocol.rounds``; the
     runner's module docstring and docs/RUNNING.md): a learner checks its local
     condition while it learns and stops at its first violation, which it
@@ -315,7 +316,7 @@ class AsyncRounds:
     time-based or signalled one: the largest round any rank has done)."""
 
     def __init__(self, run, schedule):
-        self.run, self.schedule, self.checkpointer = run, schedule, run.checkpointer
+        super().__init__(run, schedule)
         self.transport = run.transport
         self.learner = AsyncLearner(run.transport)
         self.coordinator = AsyncCoordinator(run.engine.coordinator, self.learner) if run.rank == 0 else None

@@ -40,6 +40,8 @@ class CheckPoints:
     ``begin_variance()`` and ``end_variance(handle)`` -> (sums, exact δ or None).
     """
 
+    due = None  # checks settle at check points: no resolution takes effect between them (``DelayedCheckPoints.due``)
+
     def __init__(self, coordinator, lagged=True):
         self.coordinator = coordinator
         self.protocol = coordinator.config.protocol  # its class: each step of a check point
@@ -150,7 +152,8 @@ class DelayedCheckPoints(CheckPoints):
 
     @property
     def due(self):
-        """The round at which the resolution under way takes effect, or None."""
+        """The round at which the resolution under way takes effect (``arrive`` there,
+        if it is no check point), or None."""
         return None if self.open is None else self.open[0]
 
     def arrive(self, t, transport):
