@@ -59,6 +59,15 @@ WIDE_CASES = [
     ["--protocol", "dynamic", "--delta", "0.3", "--period", "2", "--partial", "0.3"],
 ]
 
+# --partial where violations carry models (the counter hedge, k > 2): partial model messages for the
+# violations, the balance replies and the balancing (docs/ALGORITHMS.md §4.7, docs/WIRE.md)
+PARTIAL_MESSAGE_CASES = [
+    ["--protocol", "dynamic", "--delta", "1", "--period", "2", "--partial", "0.5", "--hedge", "counter",
+     "--counter-limit", "100"],
+    ["--protocol", "dynamic", "--delta", "1", "--period", "2", "--partial", "0.3", "--hedge", "counter",
+     "--counter-limit", "100", "--augmentation", "farthest", "--compress", "q8"],
+]
+
 
 # hierarchical synchronization (--node-size): (ranks, arguments); node size 1 is the flat protocol
 HIER_CASES = [
@@ -131,6 +140,17 @@ def test_simulate_equals_train_sync_sparse_full_syncs(k, case, wide_shards, tmp_
     fs = report["communication"]["sent"]["full_sync"]
     syncs = report["protocol"]["full_syncs"]["total"] - report["protocol"]["full_syncs"]["augmented"] - 1
     assert syncs > 0 and fs["bytes"] < k * dense_nbytes(1100) * (1 + syncs) / 2  # the pairs were used
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("k", [3, 4])
+@pytest.mark.parametrize("case", range(len(PARTIAL_MESSAGE_CASES)))
+def test_simulate_equals_train_sync_with_partial_model_messages(k, case, wide_shards, tmp_path):
+    _assert_equal(wide_shards[k], PARTIAL_MESSAGE_CASES[case], k, tmp_path)
+    report = json.loads((tmp_path / "train" / "report.json").read_text())
+    sent = report["communication"]["sent"]
+    assert report["protocol"]["balancings"] > 0 and report["protocol"]["augmented"] > 0  # replies and results
+    assert 0 < sent["violation"]["bytes"] < sent["violation"]["messages"] * dense_nbytes(1100) / 2  # partial
 
 
 @pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
