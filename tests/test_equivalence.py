@@ -260,6 +260,23 @@ def test_partial_averaging_runs_in_the_default_mode(k, wide_shards, tmp_path):
     assert syncs > 0 and messages == k * (3 * syncs + 1)  # probe, index blocks, sum; the final Allreduce
 
 
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("case", range(len(PARTIAL_MESSAGE_CASES)))
+def test_partial_model_messages_run_in_the_default_mode(case, wide_shards, tmp_path):
+    """--partial where violations carry models, in the async default mode: the
+    partial violations, the requests asking for S_B, the replies (or a crossing
+    violation taken as one) and the results complete whatever the timing."""
+    k = 3
+    cmd = [str(MPIEXEC), "-n", str(k), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *wide_shards[k],
+           "--out", str(tmp_path), "--quiet", *PARTIAL_MESSAGE_CASES[case]]
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    sent = report["communication"]["sent"]
+    assert report["protocol"]["violations"] > 0 and report["protocol"]["augmented"] > 0
+    assert 0 < sent["violation"]["bytes"] < sent["violation"]["messages"] * dense_nbytes(1100) / 2  # partial
+
 DEMO = ["--synthetic", "disjunction", "--rounds", "6000", "--features", "100", "--drift-prob", "0.001", "--seed", "0",
         *PAPER_LEARNER, "--protocol", "dynamic", "--delta", "auto", "--period", "6"]
 
