@@ -333,9 +333,11 @@ class Coordinator:
         """A balancing set of ``size`` learners that would be everyone is a full
         sync instead: with --budget, so that its Allreduce steers Δ (without it,
         where balancing makes nearly every sync, as at k = 2, Δ would hardly move:
-        docs/ALGORITHMS.md §4.6); with --partial, because partial models make no
-        new reference (§4.7)."""
-        return size == self.k and (self.config.budget is not None or self.partial_budget() is not None)
+        docs/ALGORITHMS.md §4.6); with --partial where violations carry (partial)
+        models, because partial models make no new reference (§4.7)."""
+        cfg = self.config
+        partial = self.partial_budget() is not None and not cfg.syncs_every_violation(self.k)
+        return size == self.k and (cfg.budget is not None or partial)
 
     def resolve(self, t, violators, models, transport):
         """``resolution`` run to completion against a blocking ``transport``."""
