@@ -245,8 +245,9 @@ class Coordinator:
         generator of transport requests.
 
         ``violators``: ids of the learners whose local condition failed;
-        ``models``: their models, as they sent them (None where violations
-        carry none: ``ProtocolConfig.syncs_every_violation``). Every step that needs the
+        ``models``: their models, as they sent them (with --partial their
+        partial models, ``wire.Part``; None where violations carry none:
+        ``ProtocolConfig.syncs_every_violation``). Every step that needs the
         transport is yielded as a tuple ``(method, *args)`` naming a transport
         method (``fetch``, ``divergence``, ``distances``, ``send_balanced``,
         ``full_sync``), and the generator is resumed with its result, so that
