@@ -382,13 +382,13 @@ class MPITransport:
 
     def state_dict(self):
         """What a later result depends on (a checkpoint, nothing in flight):
-        the model this learner last sent (empty: none), the results it took
+        the model this learner last sent (empty: none; ``wire.stored``), the results it took
         and, on rank 0, the results sent to each rank."""
-        return {"last_sent": np.zeros(0) if self.last_sent is None else np.array(self.last_sent),
+        return {"last_sent": np.zeros(0) if self.last_sent is None else wire.stored(self.last_sent),
                 "epoch": self.epoch, "results_sent": self.results_sent.copy()}
 
     def load_state_dict(self, state):
-        self.last_sent = np.array(state["last_sent"]) if len(state["last_sent"]) else None
+        self.last_sent = wire.restored(state["last_sent"], self.n) if len(state["last_sent"]) else None
         self.epoch = int(state["epoch"])
         self.results_sent[...] = state["results_sent"]
 

@@ -435,6 +435,20 @@ class Part(NamedTuple):
     support: np.ndarray
 
 
+def stored(model):
+    """A model as a checkpoint stores it: z, or a ``Part`` as float64 [z, ρ, S_l as 0/1] (2n + 3)."""
+    if isinstance(model, Part):
+        return np.concatenate([model.z, [model.rho], model.support.astype(np.float64)])
+    return np.asarray(model, dtype=np.float64)
+
+
+def restored(array, n):
+    """``stored``'s inverse for n features: a ``Part`` from 2n + 3 entries, else z."""
+    if len(array) == 2 * n + 3:
+        return Part(np.array(array[: n + 2]), float(array[n + 2]), np.asarray(array[n + 3 :]) != 0)
+    return np.array(array)
+
+
 def partial_nbytes(count, n, compress="none"):
     """Bytes of a partial model message of |S_l| = count (vectorized over count)."""
     return model_nbytes(count, n, compress) + PARTIAL_TRAILER
