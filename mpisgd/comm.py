@@ -38,6 +38,7 @@ from mpi4py import MPI
 
 from mpisgd import wire
 from mpisgd.errors import MpisgdError
+from mpisgd.kernels import sync
 from mpisgd.wire import (BALANCED, COMMAND, CUT, DIST, DISTANCE, DONE, END, EPOCHS, FINISH, FULLSYNC, NEWREF, REPLY,
                          REQUEST, STOP, VIOLATION, VIOLATION_ASYNC)  # the tags and commands of docs/WIRE.md
 
@@ -491,22 +492,21 @@ class MPITransport:
 
     def _pairs_steps(self, remember):
         """``_sum_steps`` uncompressed, with the probe: this rank's non-zeros
-        gathered in one pass (the dense z only where it is sent or remembered),
-        into buffers kept from sync to sync; after a pairs exchange returns
-        a ``_PairsSum``, which the new reference is made from in work
-        proportional to the non-zeros (``OnlineLearners.set_reference_pairs``)."""
+        gathered from the coordinates its learner touched (the dense z only
+        where it is sent, or remembered: made from the pairs), into buffers
+        kept from sync to sync; after a pairs exchange returns a ``_PairsSum``,
+        which the new reference is made from in work proportional to the
+        non-zeros (``OnlineLearners.set_reference_pairs``)."""
         L, n, k = self.learners, self.n, self.k
-        if self._scratch is None:  # pairs of up to n non-zeros, the probe's, the sum
+        if self._scratch is None:  # pairs of up to n non-zeros, the probe's, the sum, the z remembered,
             self._scratch = (np.empty(n), np.empty(n, dtype=np.int32), np.empty(1), np.empty(1),
-                             np.zeros(n + 2))
-        vals, idx, mine, top, total = self._scratch
-        if remember:  # its z is remembered: the pairs read from it
-            nnz, c, z = L.sync_pairs_and_model(0, vals, idx)
-            bias, alpha = z[n], z[n + 1]
-            self._sent(z)
-        else:
-            nnz, c, bias, alpha = L.sync_pairs(0, vals, idx)
-            z = None
+                             np.zeros(n + 2), np.empty(n + 2), np.empty(k, np.int64))  # every block's count
+        vals, idx, mine, top, total, sent, counts = self._scratch
+        nnz, c, bias, alpha = L.sync_pairs(0, vals, idx)
+        z = None
+        if remember:  # its z, from its pairs (u is 0 off them), until the sync's result is taken
+            sync.model_of_pairs(vals[:c], idx[:c], bias, alpha, sent)
+            z = self._sent(sent)
         mine[0] = nnz
         yield "Allreduce", mine, top, MPI.MAX
         m = int(top[0])
@@ -524,12 +524,12 @@ class MPITransport:
         blocks = self._blocks[: k * size]
         yield "Allgather", block, blocks
         try:
-            wire.sum_blocks(blocks, n, m, total)  # total is 0 before, and cleared on the indices after
+            index = wire.add_blocks(blocks, n, m, total, counts)  # total is 0 before, and cleared on U after
         except MpisgdError:
             total[:] = 0.0
             raise
         own = idx[:c] if c == nnz else None  # u_j ≠ 0 only where v_j ≠ 0: then these are all of v's non-zeros
-        return _PairsSum(total, *wire.block_indices(blocks, m), own)
+        return _PairsSum(total, index, counts, own)
 
     def _partial_steps(self, budget, remember):
         """A partial sync (docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial
@@ -1024,8 +1024,8 @@ class _Replies:
 
 
 class _PairsSum(NamedTuple):
-    """The sum of a full sync's pairs blocks (``wire.sum_blocks``): total, 0
-    off the blocks' indices (``wire.block_indices``: index[b, :counts[b]]),
+    """The sum of a full sync's pairs blocks (``wire.add_blocks``): total, 0
+    off the blocks' indices (index[b, :counts[b]]),
     and this rank's own indices (None: not known to hold all its v's non-zeros)."""
 
     total: np.ndarray

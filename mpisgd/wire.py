@@ -320,18 +320,13 @@ def encode_block(alpha, bias, u, m):
 
 def fill_block(buf, alpha, bias, vals, idx, m):
     """``encode_block`` of pairs already gathered (vals, idx: at most m of
-    them) into buf, uint8 of ``sync_block_nbytes(m)`` bytes (a view of a
-    buffer kept from sync to sync); the padding is zeroed."""
+    them) into buf, uint8 of ``sync_block_nbytes(m)`` bytes from the start of
+    a buffer kept from sync to sync (8-aligned, as numpy allocates); the
+    padding is zeroed."""
     c = len(vals)
     if c > m:
         raise MpisgdError(f"wire: a pairs block holds at most m = {m} non-zeros; u has {c}")
-    head = buf[: 24 + 8 * m].view(np.float64)
-    head[0], head[1], head[2] = alpha, bias, c
-    head[3 : 3 + c] = vals
-    head[3 + c :] = 0.0
-    index = buf[24 + 8 * m :].view(np.int32)
-    index[:c] = idx
-    index[c:] = 0
+    sync.fill_block(buf, alpha, bias, vals, idx, m)
     return buf
 
 
@@ -339,37 +334,26 @@ def sum_blocks(blocks, n, m, total=None):
     """Σ z of the k pairs blocks (uint8, k·``sync_block_nbytes(m)``), in order,
     into ``total`` (n + 2 zeros; a new array if None); refuses counts beyond m
     and indices outside [0, n) or out of order."""
-    size = sync_block_nbytes(m)
-    if blocks.ndim != 1 or len(blocks) % size:
-        raise MpisgdError(f"wire: {len(blocks)} bytes are not whole pairs blocks of {size} bytes")
     if total is None:
         total = np.zeros(n + 2, dtype=np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):  # non-finite models sum as IEEE says
-        for b in range(len(blocks) // size):
-            _add_block(total, blocks[b * size : (b + 1) * size], n, m)
+    add_blocks(blocks, n, m, total, np.empty(len(blocks) // sync_block_nbytes(m), np.int64))
     return total
 
 
-def block_indices(blocks, m):
-    """The indices of the k pairs blocks already summed (``sum_blocks``, which
-    checked them): index (k, m) int32, a view, and the counts (k,) int64;
-    block b's indices are index[b, :counts[b]]."""
+def add_blocks(blocks, n, m, total, counts):
+    """``sum_blocks`` into ``total``, in one pass; returns the blocks' indices,
+    index (k, m) int32, a view: block b's are index[b, :counts[b]] (counts (k,)
+    int64, a buffer kept from sync to sync)."""
     size = sync_block_nbytes(m)
+    if blocks.ndim != 1 or len(blocks) % size:
+        raise MpisgdError(f"wire: {len(blocks)} bytes are not whole pairs blocks of {size} bytes")
     k = len(blocks) // size
-    index = blocks.view(np.int32).reshape(k, size // 4)[:, 6 + 2 * m : 6 + 3 * m]  # after 24 + 8m bytes
-    counts = np.ndarray((k,), np.float64, blocks, 16, (size,)).astype(np.int64)  # head[2] of each block
-    return index, counts
-
-
-def _add_block(total, buf, n, m):
-    head = buf[: 24 + 8 * m].view(np.float64)  # unaligned in every other block when m is odd
-    nnz = int(head[2]) if 0 <= head[2] <= m else -1
-    vals = np.require(head[3 : 3 + max(nnz, 0)], requirements="A")  # the kernel's one (aligned) array type
-    if nnz < 0 or head[2] != nnz or not sync.add_pairs(total, vals, buf[24 + 8 * m :].view(np.int32)[:nnz], n):
+    heads = np.ndarray((k, 3 + m), np.float64, blocks, 0, (size, 8))  # unaligned in every other block if m is odd
+    index = np.ndarray((k, m), np.int32, blocks, 24 + 8 * m, (size, 4))
+    if not sync.add_blocks(heads, index, n, total, counts):
         raise MpisgdError(f"wire: a pairs block of a full sync has a count outside [0, {m}] or "
                           f"indices outside [0, {n}) or not strictly increasing")
-    total[n] += head[1]
-    total[n + 1] += head[0]
+    return index
 
 
 # Partial averaging (--partial θ, docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial syncs"): after

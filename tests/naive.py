@@ -506,3 +506,13 @@ def naive_partial_balance(W, b, r, r_b, sent, budget):
         senders = [l for l in range(len(W)) if j in chosen[l]]
         W2[senders, j] = W[senders, j].mean()
     return W2, b2, ((W2 - r) ** 2).sum(axis=1) + (b2 - r_b) ** 2
+
+
+def naive_gather(v, listed, scale):
+    """A full sync's pairs of a v that is 0 off the coordinates ``listed``
+    (repeats allowed; None: every coordinate): (the non-zeros of v, the
+    indices j of the non-zeros of u = scale·v in increasing j, u there)."""
+    j = np.arange(len(v)) if listed is None else np.unique(listed)
+    with np.errstate(invalid="ignore", under="ignore", over="ignore"):
+        u = scale * v[j]
+    return int(np.count_nonzero(v[j])), j[u != 0], u[u != 0]

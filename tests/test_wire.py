@@ -191,6 +191,30 @@ def test_pairs_blocks_sum_in_order_and_refuse_bad_blocks():
         wire.sum_blocks(blocks[0][:-1], n, m)
     with pytest.raises(MpisgdError, match="at most m = 4 non-zeros"):
         wire.encode_block(1.0, 0.0, u_of([0, 1, 2, 3, 4], 1.0), m)
+    bad = blocks[0].copy()
+    bad[16:24].view(np.float64)[0] = np.nan
+    with pytest.raises(MpisgdError, match="pairs block"):
+        wire.sum_blocks(bad, n, m)
+
+
+@pytest.mark.parametrize("m", [3, 4])  # every other block unaligned, or none
+def test_filled_blocks_are_the_encoded_ones_and_add_up_with_their_indices(m):
+    n = 20
+    rng = np.random.default_rng(3)
+    us = [np.where(rng.random(n) < 0.15, rng.standard_normal(n), 0.0)[:n] for _ in range(3)]
+    for u in us:
+        u[np.flatnonzero(u)[m:]] = 0.0  # at most m non-zeros
+    encoded = [wire.encode_block(0.5 + l, -l, u, m) for l, u in enumerate(us)]
+    for l, u in enumerate(us):
+        j = np.flatnonzero(u).astype(np.int32)
+        buf = np.full(wire.sync_block_nbytes(m), 255, np.uint8)  # the padding is zeroed
+        np.testing.assert_array_equal(wire.fill_block(buf, 0.5 + l, -l, u[j], j, m), encoded[l])
+    total = np.zeros(n + 2)
+    counts = np.empty(3, np.int64)
+    index = wire.add_blocks(np.concatenate(encoded), n, m, total, counts)
+    np.testing.assert_array_equal(total, wire.sum_blocks(np.concatenate(encoded), n, m))
+    for l, u in enumerate(us):
+        np.testing.assert_array_equal(index[l, : counts[l]], np.flatnonzero(u))
 
 
 def test_index_blocks_unite_and_refuse_bad_blocks():
