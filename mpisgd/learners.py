@@ -273,6 +273,53 @@ class OnlineLearners:
             return wire.decode(buf, self.n_features)
         return wire.decode_compressed(buf, self.n_features, self.compress)
 
+    def partial_message(self, l, budget, asked=None, local=False):
+        """Learner l's partial model (docs/ALGORITHMS.md §4.7) for θΔ = budget:
+        S_l = the coordinates ``asked`` for (a balance request's S_B, increasing)
+        and, among the others, the fewest of largest |d_lj| that leave
+        ρ_l = Σ_{j∉S_l} d_lj² ≤ budget. Returns (its message, ``wire.Part`` as
+        its receiver decodes it); ``local``: rank 0's own, not sent: no message
+        (None), nothing quantized, no draws."""
+        n = self.n_features
+        d, idx = np.empty(n), np.empty(n, dtype=np.int32)
+        sync.deviation(self.alpha[l], self.s[l], self.V[l], self.r, d)
+        support = np.zeros(n, dtype=np.bool_)
+        if asked is not None and len(asked):
+            support[asked] = True
+            c = sync.select_support(np.where(support, 0.0, d), budget, idx)  # S_l beyond S_B
+        else:
+            c = sync.select_support(d, budget, idx)
+        support[idx[:c]] = True
+        chosen = np.flatnonzero(support)
+        rest = np.where(support, 0.0, d)
+        rho = float(rest @ rest)
+        z = np.zeros(n + 2)
+        z[chosen] = d[chosen]
+        z[n], z[n + 1] = self.bias[l], 1.0
+        if local:
+            return None, wire.Part(z, rho, support)
+        uniform = None
+        if self.compress != "none":  # learner l's next draws, as for its other messages (``_encode``)
+            uniform = wire.uniforms([self.first_id + l], [self.encoded[l]], len(chosen))[0]
+            self.encoded[l] += 1
+        buf = wire.encode_partial(self.bias[l], chosen, d[chosen], rho, n, self.compress, uniform)
+        return buf, (wire.Part(z, rho, support) if self.compress == "none" else self.decode_partial(buf))
+
+    def decode_partial(self, buf):
+        return wire.decode_partial(buf, self.n_features, self.compress)
+
+    def take_part(self, l, z, sent):
+        """Learner l, which sent the partial model ``sent`` (``wire.Part``, as
+        decoded), takes the balanced model z = [u, b, 1] on its S_l and the bias:
+        w_S ← w_S + (z − sent)_S, b ← b + (z_b − sent_b), which keeps its steps
+        since it sent and its own rounding error."""
+        n = self.n_features
+        now = self.models([l])[0]
+        support = np.flatnonzero(sent.support)
+        now[support] += z[support] - sent.z[support]  # u moves w one for one, whatever α
+        now[n] += z[n] - sent.z[n]
+        self.set_models([l], now)
+
     def message_nbytes(self, nnz):
         """Wire sizes of the messages of models whose v has nnz non-zeros."""
         return wire.model_nbytes(nnz, self.n_features, self.compress)

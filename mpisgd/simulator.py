@@ -266,6 +266,21 @@ class SimTransport:
                 z[i], nbytes[i] = self.L.decode(buf), len(buf)
         return z, nbytes
 
+    def _budget(self):
+        """--partial: θΔ now (model messages are partial, docs/ALGORITHMS.md §4.7); else None."""
+        return None if self.partial is None else self.partial()
+
+    def _models(self, ids, asked=None):
+        """The models learners ids send rank 0 (``_messages``), or with --partial
+        their partial models on at least the coordinates ``asked`` for
+        (``OnlineLearners.partial_message``: rank 0's own exact, the others as
+        rank 0 decodes them), and their sizes."""
+        budget = self._budget()
+        if budget is None:
+            return self._messages(ids, *self.L.models_and_nnz(ids))
+        sent = [self.L.partial_message(l, budget, asked, local=l == 0) for l in np.asarray(ids).tolist()]
+        return [part for _buf, part in sent], np.array([0 if buf is None else len(buf) for buf, _p in sent], np.int64)
+
     def _others(self, ids):
         ids = np.asarray(ids, np.int64)
         return ids[ids != 0]  # rank 0 is the coordinator: its own model is local
@@ -284,7 +299,7 @@ class SimTransport:
         away = violators != 0  # rank 0's own violation is local
         self._deferred = []
         if self.violation_models:
-            models, nbytes = self._messages(violators, *self.L.models_and_nnz(violators))
+            models, nbytes = self._models(violators)
             self.up(violators[away], "violation", nbytes[away])
         else:
             models = None
@@ -306,7 +321,8 @@ class SimTransport:
         order = np.argsort(violators, kind="stable")
         models = None
         if parts and parts[0][1][1] is not None:
-            models = np.concatenate([np.asarray(h[1])[i] for i, h in parts])[order]
+            every = [h[1][j] for i, h in parts for j in i.tolist()]  # whole models, or partial ones (wire.Part)
+            models = [every[j] for j in order.tolist()]
         return violators[order], models, [m for _i, h in parts for m in h[2]], None
 
     def quiet_checks(self, count):
@@ -355,16 +371,17 @@ class SimTransport:
     def settled(self):
         self.sent = {}
 
-    def fetch(self, ids):
+    def fetch(self, ids, asked=None):
         ids = np.asarray(ids, np.int64)
-        z, nbytes = self._messages(ids, *self.L.models_and_nnz(ids))
+        z, nbytes = self._models(ids, asked)
         away = ids != 0  # rank 0 is the coordinator: its own model is local
-        self.down(ids[away], "balance_request", wire.CONTROL_BYTES)
+        self.down(ids[away], "balance_request", wire.request_nbytes(0 if asked is None else len(asked)))
         self.up(ids[away], "balance_reply", nbytes[away])
-        # a reply remembered as sent: its rounding error stays with the learner (--compress), and a learner
-        # whose violation waits (the default mode) keeps the steps it makes from its reply on
+        # a reply remembered as sent: its rounding error stays with the learner (--compress), a learner
+        # whose violation waits (the default mode) keeps the steps it makes from its reply on, and a
+        # partial model is what its learner takes the result on
         self.sent.update((l, z[i]) for i, l in enumerate(ids.tolist())
-                         if l in self.sent or (l != 0 and self.L.compress != "none"))
+                         if l in self.sent or (l != 0 and self.L.compress != "none") or isinstance(z[i], wire.Part))
         return z
 
     def divergence(self, model):
@@ -389,14 +406,19 @@ class SimTransport:
         self.send("balance_result", others, nbytes)
         members = set(np.asarray(ids).tolist())
         self.results[slice(None) if new_reference else np.asarray(ids, np.int64)] += 1
-        progress = {l: L.progress(l, z) for l, z in self.sent.items() if new_reference or l in members}
+        # members that sent a partial model take the result on its coordinates (docs/ALGORITHMS.md §4.7)
+        parts = {l: z for l, z in self.sent.items() if l in members and isinstance(z, wire.Part)}
+        progress = {l: L.progress(l, z) for l, z in self.sent.items()
+                    if (new_reference or l in members) and l not in parts}
         if new_reference:
             L.set_reference(model)
             model = L.models([0])[0]  # r itself: u = 0, α = 1
-        else:
-            L.set_models(ids, model)
+        elif len(parts) < len(members):
+            L.set_models([l for l in np.asarray(ids).tolist() if l not in parts], model)
         for l, steps in progress.items():
             L.take(l, model, steps)
+        for l, sent in parts.items():
+            L.take_part(l, model, sent)
 
     def full_sync(self):
         """The Allreduce; inside a resolution (``resolving``) rank 0 first sends

@@ -25,6 +25,7 @@ Categories of the byte and message counters.
 """
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -398,6 +399,118 @@ def union_of_blocks(blocks, n, m):
                               f"indices outside [0, {n}) or not strictly increasing")
         mask[idx] = True
     return np.flatnonzero(mask)
+
+
+# Partial model messages (--partial θ, docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial model
+# messages"): a violation or balance reply carries d_l = w_l − r on S_l only, the coordinates its
+# sender chose (and, in a reply, those rank 0 asked for), zeros included: the model message (plain
+# or compressed) of [d_l on S_l, b_l, α = 1] whose index list (or mask) is exactly S_l, then
+# float64 ρ_l = Σ_{j∉S_l} d_lj², the divergence its sender keeps off S_l. A balance request
+# asking for S_B is int64 [results sent] then int32 S_B.
+
+PARTIAL_TRAILER = 8  # float64 ρ
+
+
+class Part(NamedTuple):
+    """A partial model: z = [u, b, 1] (u = d_l on S_l, 0 elsewhere), ρ_l, and S_l (a mask of n)."""
+
+    z: np.ndarray
+    rho: float
+    support: np.ndarray
+
+
+def stored(model):
+    """A model as a checkpoint stores it: z, or a ``Part`` as float64 [z, ρ, S_l as 0/1] (2n + 3)."""
+    if isinstance(model, Part):
+        return np.concatenate([model.z, [model.rho], model.support.astype(np.float64)])
+    return np.asarray(model, dtype=np.float64)
+
+
+def restored(array, n):
+    """``stored``'s inverse for n features: a ``Part`` from 2n + 3 entries, else z."""
+    if len(array) == 2 * n + 3:
+        return Part(np.array(array[: n + 2]), float(array[n + 2]), np.asarray(array[n + 3 :]) != 0)
+    return np.array(array)
+
+
+def partial_nbytes(count, n, compress="none"):
+    """Bytes of a partial model message of |S_l| = count (vectorized over count)."""
+    return model_nbytes(count, n, compress) + PARTIAL_TRAILER
+
+
+def encode_partial(bias, idx, vals, rho, n, compress, uniform=None):
+    """The partial model message of d_S = vals on S = idx (increasing, zeros
+    kept), bias b and ρ; ``uniform``: draws for a compressed one (``uniforms``)."""
+    idx = np.asarray(idx, dtype=np.int32)
+    vals = np.asarray(vals, dtype=np.float64)
+    if compress != "none":
+        model = encode_compressed(1.0, bias, idx, vals, n, compress, uniform)
+    elif 12 * len(idx) < 8 * n:  # sparse: float64 [1, b, vals] then int32 idx
+        model = np.concatenate([np.concatenate([[1.0, bias], vals]).view(np.uint8), idx.view(np.uint8)])
+    else:  # dense: float64 [1, b, u]
+        u = np.zeros(n + 2)
+        u[0], u[1] = 1.0, bias
+        u[2 + idx] = vals
+        model = u.view(np.uint8)
+    return np.concatenate([model, np.array([rho], dtype=np.float64).view(np.uint8)])
+
+
+def decode_partial(buf, n, compress="none"):
+    """Partial model message (1-D uint8) -> ``Part``; refuses a message too
+    short for ρ, a ρ that is not finite and ≥ 0, an α other than 1, and
+    whatever the model message's decoder refuses."""
+    _check_buffer(buf)
+    if len(buf) < PARTIAL_TRAILER:
+        raise MpisgdError(f"wire: a partial model message of {len(buf)} bytes is shorter than its ρ")
+    rho = float(np.frombuffer(buf[-PARTIAL_TRAILER:].tobytes(), dtype=np.float64)[0])
+    if not (np.isfinite(rho) and rho >= 0):
+        raise MpisgdError(f"wire: a partial model message has ρ = {rho!r}, not finite and >= 0")
+    model = np.ascontiguousarray(buf[:-PARTIAL_TRAILER])
+    z = decode(model, n) if compress == "none" else decode_compressed(model, n, compress)
+    if z[n + 1] != 1.0:
+        raise MpisgdError(f"wire: a partial model message has α = {z[n + 1]!r}, not 1")
+    support = np.zeros(n, dtype=np.bool_)  # S_l: the layout's index list, mask, or every j (dense)
+    if compress == "none":
+        count = (len(model) - 16) // 12
+        dense = len(model) == 16 + 8 * n
+        listed = None if dense else np.frombuffer(model[16 + 8 * count :].tobytes(), dtype=np.int32)
+    else:
+        m = int(model[20:24].view(np.int32)[0])
+        dense = m == -1
+        if m == -2:
+            listed = np.flatnonzero(np.unpackbits(model[HEAD : HEAD + (n + 7) // 8], bitorder="little")[:n])
+        else:
+            listed = None if dense else np.frombuffer(model[HEAD : HEAD + 4 * m].tobytes(), dtype=np.int32)
+    support[slice(None) if dense else listed] = True
+    return Part(z, rho, support)
+
+
+def request_nbytes(count):
+    """Bytes of a balance request asking for |S_B| = count coordinates (none: 8)."""
+    return CONTROL_BYTES + 4 * count
+
+
+def encode_request(results, support=None):
+    """A balance request: int64 [the results sent to its receiver], then, with
+    --partial, int32 S_B (increasing): the coordinates its reply must carry."""
+    head = np.array([results], dtype=np.int64).view(np.uint8)
+    if support is None:
+        return head
+    return np.concatenate([head, np.asarray(support, dtype=np.int32).view(np.uint8)])
+
+
+def decode_request(buf, n):
+    """A balance request -> (results sent, S_B as int32, empty when none);
+    refuses a length that is not 8 + 4·count and indices outside [0, n) or
+    not strictly increasing."""
+    _check_buffer(buf)
+    if len(buf) < CONTROL_BYTES or (len(buf) - CONTROL_BYTES) % 4:
+        raise MpisgdError(f"wire: a balance request of {len(buf)} bytes is not int64 then int32 indices")
+    results = int(np.frombuffer(buf[:CONTROL_BYTES].tobytes(), dtype=np.int64)[0])
+    support = np.frombuffer(buf[CONTROL_BYTES:].tobytes(), dtype=np.int32)
+    if len(support) and (support[0] < 0 or support[-1] >= n or np.any(np.diff(support) <= 0)):
+        raise MpisgdError(f"wire: a balance request asks for indices outside [0, {n}) or not strictly increasing")
+    return results, support
 
 
 def sync_levels_of(x, c, k, uniform, compress):

@@ -163,10 +163,11 @@ def test_killed_run_resumes_to_the_same_result_other_protocols(tmp_path, protoco
     kill_and_resume(tmp_path, tmp_path / "plain", args, kill_round=120, every=60)
 
 
-def test_killed_run_with_partial_averaging_resumes_to_the_same_result(tmp_path):
+@pytest.mark.parametrize("hedge", ["auto", "counter"])  # counter at 3 ranks: partial violations and replies
+def test_killed_run_with_partial_averaging_resumes_to_the_same_result(tmp_path, hedge):
     """--partial: r is the mean only on the coordinates synced so far, and the
     learners keep their own elsewhere; the checkpoint's r and models are that state."""
-    args = [*SYNTHETIC, *PROTOCOL, "--partial", 0.5]
+    args = [*SYNTHETIC, *PROTOCOL, "--partial", 0.5, "--hedge", hedge]
     ok(tmp_path / "plain", *args)
     kill_and_resume(tmp_path, tmp_path / "plain", args, kill_round=300, every=100)
 

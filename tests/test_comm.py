@@ -188,7 +188,7 @@ def test_compressed_messages_keep_the_rounding_error_with_the_sender():
     comm, learners, tr = _sync_setup(n, "q8", z)
     ids = list(range(k))
     if tr.coordinating:
-        got = tr.fetch(ids)
+        got = np.array(tr.fetch(ids))  # one model per learner
         tr.open_resolution()
         tr.send_balanced(ids, got.mean(axis=0), False)
         tr.close_resolution()

@@ -313,3 +313,61 @@ def test_partial_sync_with_the_whole_budget_averages_nothing_but_the_bias():
     support = partial_sync(L, float(np.max(L.distances())) + 1.0)
     assert len(support) == 0
     np.testing.assert_allclose(np.array([L.weights(l)[0] for l in range(2)]), W, rtol=1e-12, atol=1e-14)
+
+
+# -- partial model messages: balancing (docs/ALGORITHMS.md §4.7) ---------------------------------
+
+
+@pytest.mark.parametrize("compress", ["none", "q8"])
+@pytest.mark.parametrize("theta", [0.1, 0.5])
+def test_partial_balancing_keeps_the_mean_and_meets_each_members_condition(theta, compress):
+    """Violators send their partial models, a fetched member its own on S_B and
+    beyond; every member takes the balanced model on its S_l: the mean of all
+    models is kept on every coordinate, off S_l nothing moves, and the
+    coordinator's ‖w_l − r‖² of each member (``PartialBalance``) is the one it
+    holds (uncompressed), as the NumPy twin makes it."""
+    from mpisgd.protocol.coordinator import PartialBalance
+    from tests.naive import naive_partial_balance
+
+    k, n = 4, 200
+    L = trained(k, n, False, seed=int(theta * 10))
+    L.compress = compress
+    W = np.array([L.weights(l)[0] for l in range(k)])
+    b = L.bias.copy()
+    r, r_b = L.reference
+    budget = theta * float(np.max(L.distances()))
+    violators, fetched = [0, 1], [2, 3]
+    sent = [L.partial_message(l, budget)[1] for l in violators]
+    balance = PartialBalance(sent)
+    asked = balance.support()
+    replies = [L.partial_message(l, budget, asked)[1] for l in fetched]
+    balance.add(replies)
+    parts = [*sent, *replies]
+    mean = balance.mean()
+    steps = balance.farthest()  # the coordinator's largest ‖w_l − r‖² after the balancing
+    request, held = next(steps), []
+    try:
+        while True:
+            held.append(L.divergence(request[1]))
+            request = steps.send(held[-1])
+    except StopIteration as stop:
+        farthest = stop.value
+    for l, part in zip([*violators, *fetched], parts, strict=True):
+        L.take_part(l, mean, part)
+    W2 = np.array([L.weights(l)[0] for l in range(k)])
+    np.testing.assert_allclose(W2.mean(axis=0), W.mean(axis=0), rtol=1e-12, atol=1e-12)  # on every coordinate
+    np.testing.assert_allclose(L.bias.mean(), b.mean(), rtol=1e-12)
+    for l, part in enumerate(parts):
+        np.testing.assert_array_equal(W2[l, ~part.support], W[l, ~part.support])  # off S_l nothing moves
+        assert set(np.flatnonzero(parts[l].support)) >= (set(asked) if l in fetched else set())
+    rhos = np.array([p.rho for p in parts])
+    assert farthest == max(np.array(held) + rhos)
+    if compress == "none":  # q8: each member also keeps its own rounding error on S_l (error feedback)
+        np.testing.assert_allclose(L.distances(), np.array(held) + rhos, rtol=1e-9)  # exact, without the residuals
+        W_twin, b_twin, dist_twin = naive_partial_balance(W, b, r, r_b, [set(), set(), set(asked), set(asked)],
+                                                          budget)
+        np.testing.assert_allclose(W2, W_twin, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(L.bias, b_twin, rtol=1e-12)
+        np.testing.assert_allclose(L.distances(), dist_twin, rtol=1e-9)
+        assert np.all(rhos <= budget * (1 + 1e-12))
+

@@ -83,7 +83,8 @@ class AsyncLearner:
         tr.wait_full_sync()  # rank 0 sends more only once every rank has joined it
         tag, code, value = tr.receive(found)
         if tag == REQUEST:
-            self._defer(lambda: tr.epoch >= value, self._reply)
+            results, asked = value
+            self._defer(lambda: tr.epoch >= results, lambda: self._reply(asked))
         elif tag in (BALANCED, NEWREF):
             tr.take(value, tag == NEWREF)
             self._release()
@@ -97,12 +98,13 @@ class AsyncLearner:
             self._join_cut()
         return code
 
-    def _reply(self):
-        """Answer a REQUEST: this learner's model; a violation of this epoch on
-        its way crossed the REQUEST and is the reply."""
+    def _reply(self, asked):
+        """Answer a REQUEST: this learner's model (--partial: on at least the
+        coordinates ``asked`` for); a violation of this epoch on its way crossed
+        the REQUEST and is the reply."""
         if self.violated:
             return
-        self.transport.reply()
+        self.transport.reply(asked)
         self.join()
 
     def _join_full_sync(self):

@@ -6,6 +6,8 @@ mode, whose resolutions take effect d rounds after their check."""
 
 import numpy as np
 
+from mpisgd import wire
+
 
 class CheckPoints:
     """What happens at a check point of the deterministic mode (``--mode sync``
@@ -78,8 +80,10 @@ class CheckPoints:
         state = {"pending": np.array([t, count], dtype=np.int64)}
         if violators is not None:  # rank 0, where violations carry models
             state["violators"] = np.asarray(violators, dtype=np.int64)
-            state["models"] = np.asarray(models, dtype=np.float64).reshape(len(violators), -1) if violators \
+            state["models"] = np.array([wire.stored(m) for m in models]).reshape(len(violators), -1) if violators \
                 else np.zeros((0, 0))
+            if violators and isinstance(models[0], wire.Part):  # --partial: [z, ρ, S_l] of n features each
+                state["partial"] = np.array([(state["models"].shape[1] - 3) // 2], dtype=np.int64)
         return state
 
     def load_state_dict(self, state):
@@ -90,6 +94,8 @@ class CheckPoints:
         t, count = (int(v) for v in state["pending"])
         violators = [int(v) for v in state["violators"]] if "violators" in state else None
         models = list(state["models"]) if "models" in state else None
+        if "partial" in state:
+            models = [wire.restored(m, int(state["partial"][0])) for m in models]
         self.pending = (t, None, (count, violators, models))
 
     def settle(self, transport):
