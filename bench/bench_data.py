@@ -320,8 +320,8 @@ def bench_share(path, workdir, repeats, epochs=5):
     exactly into reading and kernel; with the runner's read-ahead of 2 blocks,
     the wall time the loop waits for blocks. Two ways of reading the passes:
     one ``iter_blocks([shard] * epochs)`` stream, as ``mpisgd train --epochs``
-    reads (``ShardSource``), and a new ``iter_blocks([shard])`` per pass (the
-    measurement of the rounds before 2026-12-04); the stream also with
+    reads (``ShardSource``), and a new ``iter_blocks([shard])`` per pass (a
+    reader opened afresh for every epoch); the stream also with
     ``resident_mb=1024`` (``mpisgd train``'s default ``--resident-mb``: the
     shard stays mapped between its passes). A pass's reading time is
     the waits for its blocks (the first one's included) and for the end."""

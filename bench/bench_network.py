@@ -15,7 +15,7 @@ the other. Prints, with the command line of each measurement:
    its rank to core 0, both ranks to one core (tests/netns_cluster.py passes
    --bind-to none);
 2. wall time and bytes of a short `mpisgd train` run across the link, static
-   b=8 against dynamic Δ=10 b=8 (RCV1-like stream, log loss).
+   b=8 against dynamic Δ=10 b=8 and the dynamic defaults (RCV1-like stream, log loss).
 
 Needs root, iproute2, Debian's Open MPI and .venv-mpi (`make venv-mpi`); run
 with the test environment's python: `make bench-network`.
@@ -98,7 +98,8 @@ def train_table(cluster, rate, rounds):
     for name, options in (("none", ["--protocol", "none"]),
                           ("static b=8", ["--protocol", "static", "--period", "8"]),
                           ("dynamic Δ=10 b=8", ["--protocol", "dynamic", "--period", "8",
-                                                "--delta", "10"])):
+                                                "--delta", "10"]),
+                          ("defaults", ["--protocol", "dynamic"])):
         with tempfile.TemporaryDirectory() as out:
             argv = cluster.mpirun(cluster.python, "-m", "mpi4py", "-m", "mpisgd", "train",
                                   "--synthetic", "rcv1", "--rounds", rounds, "--loss", "log", "--lam", "0",

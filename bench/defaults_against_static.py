@@ -1,11 +1,13 @@
 """The dynamic protocol's defaults (--delta auto, b = 1) against static b=8: online
 error, bytes and messages on the RCV1-like stream, the disjunction and shards
 (a9a, w8a), with hand-picked Δ beside them: the error/bytes frontier the
-defaults sit on.
+defaults sit on; and candidate defaults with partial syncs (--partial θ, Δ auto
+with c = F·DELTA_SCALE, that is F times the rule's Δ).
 
     python bench/defaults_against_static.py --stream rcv1 --k 2 --rounds 5000 --seeds 10 --deltas 5 7 10 20 40
     python bench/defaults_against_static.py --stream disjunction --k 512 --rounds 25000 --seeds 10
     python bench/defaults_against_static.py --stream shards --shards data/a9a/*.h5 --hinge
+    python bench/defaults_against_static.py --stream rcv1 --k 2 --seeds 10 --partial 0.75 --partial-scales 4 16
 
 In the simulator, every configuration of one seed on the same rows; the
 protocol's options are ProtocolConfig's defaults (those of `mpisgd simulate`)
@@ -24,14 +26,23 @@ import numpy as np
 
 PAPER = {"loss": "log", "lam": 0.0, "schedule": "constant", "eta0": 1.0, "average": False}
 HINGE = {"loss": "hinge", "lam": 1e-4, "schedule": "bottou", "eta0": 1.0, "average": True}
+# linear: bench/partial_averaging.py's sparse linear teacher (the stream's own defaults are n = 1,000, no drift)
+LINEAR = {"n_features": 20000, "nnz_per_row": 20, "drift_prob": 0.0002}
 
 
-def configurations(deltas):
+def configurations(args):
+    from mpisgd.protocol import DELTA_SCALE
+
+    b = args.period
     yield "static b=8", {"name": "static", "period": 8}
     yield "none", {"name": "none"}
-    yield "defaults (Δ auto, b=1)", {}
-    for d in deltas:
-        yield f"dynamic Δ={d:g} b=1", {"delta": d}
+    yield f"defaults (Δ auto, b={b})", {"period": b}
+    for d in args.deltas:
+        yield f"dynamic Δ={d:g} b={b}", {"delta": d, "period": b}
+    for theta in args.partial:
+        for F in args.partial_scales:
+            yield f"partial θ={theta:g}, Δ auto ×{F:g}, b={b}", {"partial": theta, "delta_scale": F * DELTA_SCALE,
+                                                                  "period": b}
 
 
 def one_seed(args, seed):
@@ -41,7 +52,7 @@ def one_seed(args, seed):
     from mpisgd.simulator import ShardSource, Simulation, run_many, simulate
 
     learner = HINGE if args.hinge else PAPER
-    names, configs = zip(*((name, ProtocolConfig(**c)) for name, c in configurations(args.deltas)))
+    names, configs = zip(*((name, ProtocolConfig(**c)) for name, c in configurations(args)))
     if args.stream == "shards":
         results = []
         for config in configs:
@@ -49,8 +60,9 @@ def one_seed(args, seed):
             results.append(simulate(source, min(args.rounds or source.n_rounds, source.n_rounds), config, learner))
             source.close()
     else:
-        drift = {"drift_prob": 0.0002} if args.stream in ("disjunction", "neuralnet") else {}
-        stream = STREAMS[args.stream](n_learners=args.k, seed=seed, **drift)
+        options = {"disjunction": {"drift_prob": args.drift_prob}, "neuralnet": {"drift_prob": args.drift_prob},
+                   "linear": LINEAR}.get(args.stream, {})
+        stream = STREAMS[args.stream](n_learners=args.k, seed=seed, **options)
         results = run_many(stream, args.rounds, [Simulation(args.k, stream.n_features, args.rounds, c, learner)
                                                  for c in configs])
     return {name: (r["errors"], r["examples"], sum(r["bytes_sent"].values()), sum(r["messages_sent"].values()),
@@ -70,7 +82,12 @@ def main():
     p.add_argument("--rounds", type=int, default=5000, help="T (shards: at most their rows)")
     p.add_argument("--seeds", type=int, default=10, help="seeds 0 .. N-1 (shards: one run)")
     p.add_argument("--hinge", action="store_true", help="the a9a runs' learner instead of the paper's")
-    p.add_argument("--deltas", type=float, nargs="*", default=[], help="hand-picked Δ (b = 1) beside the defaults")
+    p.add_argument("--deltas", type=float, nargs="*", default=[], help="hand-picked Δ beside the defaults")
+    p.add_argument("--period", type=int, default=1, help="b of the dynamic runs (the demo's: 6)")
+    p.add_argument("--drift-prob", type=float, default=0.0002, help="disjunction, neuralnet (the demo's: 0.001)")
+    p.add_argument("--partial", type=float, nargs="*", default=[], help="θ of partial-sync runs beside the defaults")
+    p.add_argument("--partial-scales", type=float, nargs="*", default=[16.0],
+                   help="F of the partial-sync runs: Δ auto with c = F times DELTA_SCALE")
     args = p.parse_args()
     seeds = range(1 if args.stream == "shards" else args.seeds)
     per_seed = []

@@ -14,7 +14,8 @@ uncompressed and with --compress q8 (--compress chooses).
 
 For each configuration: the median [min, max] over seeds of its online errors and bytes
 divided by static b=8's uncompressed on the same seed, its full syncs, and whether it is
-at static b=8's error within 1 % (E / E_s8 ≤ 1.01 on the median). The last lines name,
+at static b=8's error within 1 % (E / E_s8 ≤ 1.01 on the median); then its bytes by message
+kind (``wire.CATEGORIES``), each over static b=8's total. The last lines name,
 per compression and sync kind, the configuration with the fewest bytes among those within
 1 % of static b=8's error.
 """
@@ -35,12 +36,13 @@ THETAS = (1.0, 0.5)
 TOLERANCE = 1.01  # "at static b=8's error": within 1 %
 
 
-def configs(deltas, thetas, compressions):
+def configs(deltas, thetas, compressions, full=True):
     out = []
     for comp in compressions:
         out.append((f"static b=8 {comp}", {"name": "static", "period": 8}, comp))
         for d in deltas:
-            out.append((f"Δ={d:g} full {comp}", {"name": "dynamic", "period": 8, "delta": d}, comp))
+            if full:
+                out.append((f"Δ={d:g} full {comp}", {"name": "dynamic", "period": 8, "delta": d}, comp))
             for th in thetas:
                 out.append((f"Δ={d:g} θ={th:g} {comp}", {"name": "dynamic", "period": 8, "delta": d, "partial": th},
                             comp))
@@ -48,13 +50,13 @@ def configs(deltas, thetas, compressions):
 
 
 def one_seed(task):
-    stream_name, k, seed, deltas, thetas, compressions = task
+    stream_name, k, seed, deltas, thetas, compressions, full = task
     from mpisgd.data.synthetic import STREAMS as KINDS
     from mpisgd.protocol import ProtocolConfig
     from mpisgd.simulator import Simulation, run_many
 
     stream = KINDS[stream_name](n_learners=k, seed=seed, **STREAMS[stream_name])
-    chosen = configs(deltas, thetas, compressions)
+    chosen = configs(deltas, thetas, compressions, full)
     start = time.perf_counter()
     sims = [Simulation(k, stream.n_features, T, ProtocolConfig(**p), dict(LEARNER, compress=comp))
             for _name, p, comp in chosen]
@@ -62,6 +64,7 @@ def one_seed(task):
     out = {"stream": stream_name, "k": k, "seed": seed, "seconds": time.perf_counter() - start, "rows": {}}
     for (name, _p, _c), r in zip(chosen, results):
         out["rows"][name] = {"errors": r["errors"], "bytes": sum(r["bytes_sent"].values()),
+                             "by_kind": r["bytes_sent"],
                              "full_syncs": sum(v for c, v in r["stats"]["full_syncs"].items() if c != "final")}
     print(f"{stream_name} k={k} seed {seed}: {len(chosen)} configurations in {out['seconds']:.0f} s",
           file=sys.stderr, flush=True)
@@ -91,6 +94,14 @@ def report(per_seed):
         key = (kind, name.rsplit(" ", 1)[1])
         if ok and (key not in best or np.median(b) < best[key][1]):
             best[key] = (name, np.median(b), np.median(e))
+    kinds = [c for c in first["rows"][names[0]].get("by_kind", {})]
+    if kinds:  # where the bytes go: each message kind's bytes over static b=8's total, median over seeds
+        print("\n| configuration | " + " | ".join(kinds) + " |")
+        print("|---|" + "---|" * len(kinds))
+        for name in names:
+            cells = [np.median([s["rows"][name]["by_kind"][c] / s["rows"]["static b=8 none"]["bytes"]
+                                for s in per_seed]) for c in kinds]
+            print(f"| {name} | " + " | ".join(f"{x:.3f}" for x in cells) + " |")
     print()
     for (kind, comp), (name, b, e) in sorted(best.items()):
         print(f"fewest bytes within 1 %, {kind} {comp}: {name}: {100 * b:.0f} % of static b=8's bytes "
@@ -107,6 +118,7 @@ def main():
     p.add_argument("--thetas", type=float, nargs="*", default=THETAS, help="θ of the partial runs")
     p.add_argument("--compress", nargs="+", default=("none", "q8"), choices=("none", "fp16", "q8"),
                    help="the compressions to run each configuration with (none is the reference's)")
+    p.add_argument("--partial-only", action="store_true", help="no dynamic runs with full syncs (static b=8 stays)")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--json", default=None, help="append each seed's results here (JSON lines)")
     p.add_argument("--report", nargs="*", default=None, help="no runs: the tables of these JSON-lines files")
@@ -122,7 +134,7 @@ def main():
         report([per_seed[seed] for seed in sorted(per_seed)])
         return
     deltas = tuple(args.deltas) if args.deltas else DELTAS[args.stream]
-    tasks = [(args.stream, args.k, s, deltas, tuple(args.thetas), tuple(args.compress))
+    tasks = [(args.stream, args.k, s, deltas, tuple(args.thetas), tuple(args.compress), not args.partial_only)
              for s in range(args.first_seed, args.first_seed + args.seeds)]
     per_seed = []
     with get_context("spawn").Pool(args.jobs) as pool:

@@ -20,8 +20,11 @@ start-up, no final sync), of which "waiting" is the part inside ``Run.wait`` and
 ``AsyncRounds.quiesce`` (a rank spinning, yielding its core, until the others reach a pacing barrier
 or the run's end). Each figure is the median over ``--repeats`` runs in this launch (the protocols
 alternate), then the largest over ranks. A second table times the learning calls alone on rank 0,
-before the runs: one call for all its rows without checks (as ``none`` learns), and a call per 256
-rows with a check after every row at Δ = 1e12 (as the default mode learns).
+before the runs: one call for all its rows without checks (as ``none`` learns), a call per 256
+rows with a check after every row at Δ = 1e12 (as the default mode learns), and calls of 64 rows
+without and with the learner's list of touched coordinates started again after each call, so that
+it is kept, never dropped (as between the syncs of a protocol that syncs every 64 rows or more
+often; with no sync the list is dropped once it outgrows n/4 entries and costs nothing more).
 """
 
 import argparse
@@ -72,27 +75,38 @@ class Clock:
         return self.loop, self.waiting
 
 
-def learning_calls(rows, n_features, repeats, block=256):
-    """CPU µs per row of the learning calls alone, as ``none`` makes them (one call, no checks) and as
-    the default mode does (a call per ``block`` rows, a check after every row): medians over repeats."""
+def learning_calls(rows, n_features, repeats, block=256, short=64):
+    """CPU µs per row of the learning calls alone, as ``none`` makes them (one call, no checks), as
+    the default mode does (a call per ``block`` rows, a check after every row), and in calls of
+    ``short`` rows with and without the list of touched coordinates started again after each
+    call, as at a sync: medians over repeats."""
     indptr, indices, data, y = rows
     m = len(y)
     owner = np.zeros(m, dtype=np.int64)
-    blocks = [(lo, min(m, lo + block)) for lo in range(0, m, block)]
-    pieces = [(indptr[lo : hi + 1] - indptr[lo], indices[indptr[lo] : indptr[hi]], data[indptr[lo] : indptr[hi]],
-               y[lo:hi], owner[: hi - lo], np.arange(1, hi - lo + 1)) for lo, hi in blocks]
-    times = {"one call, no checks": [], f"a call per {block} rows, a check every row": []}
+
+    def pieces(size):
+        return [(indptr[lo : hi + 1] - indptr[lo], indices[indptr[lo] : indptr[hi]], data[indptr[lo] : indptr[hi]],
+                 y[lo:hi], owner[: hi - lo], np.arange(1, hi - lo + 1))
+                for lo, hi in ((lo, min(m, lo + size)) for lo in range(0, m, size))]
+
+    cases = {f"a call per {block} rows, a check every row": (pieces(block), False),
+             f"a call per {short} rows, a check every row": (pieces(short), False),
+             f"a call per {short} rows, a check every row, the touched coordinates kept": (pieces(short), True)}
+    times = {"one call, no checks": [], **{name: [] for name in cases}}
     for _ in range(repeats):
         learners = OnlineLearners(1, n_features, **LEARNER)
         learners.warm_up()
         start = time.process_time()
         learners.learn(indptr, indices, data, y, owner)
         times["one call, no checks"].append(time.process_time() - start)
-        learners = OnlineLearners(1, n_features, **LEARNER)
-        start = time.process_time()
-        for ip, ix, d, yy, o, checks in pieces:
-            learners.learn_until_violation(ip, ix, d, yy, o, checks, 1e12)
-        times[f"a call per {block} rows, a check every row"].append(time.process_time() - start)
+        for name, (calls, kept) in cases.items():
+            learners = OnlineLearners(1, n_features, **LEARNER)
+            start = time.process_time()
+            for ip, ix, d, yy, o, checks in calls:
+                learners.learn_until_violation(ip, ix, d, yy, o, checks, 1e12)
+                if kept:
+                    learners.listed[:] = 0  # the list started again, as at a sync (v is not gathered here)
+            times[name].append(time.process_time() - start)
     return {name: 1e6 * np.median(t) / m for name, t in times.items()}
 
 

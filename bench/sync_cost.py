@@ -1,7 +1,7 @@
 """The CPU cost of a full sync against a bare MPI call of the same bytes (bench/README.md).
 
     NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 .venv/bin/mpiexec -n 2 .venv/bin/python bench/sync_cost.py \\
-        [--syncs 400] [--period 8] [--dynamic-rounds 48]
+        [--syncs 400] [--period 8] [--dynamic-rounds 48] [--steps] [--quantile 0.5]
 
 Every rank learns its rows of the RCV1-like stream (``--synthetic rcv1``, 47,152 features, log
 loss, η = 1) and, at each of ``--syncs`` sync points, takes part in a full sync through
@@ -13,14 +13,15 @@ of the bytes this rank sent in that sync, both after a barrier. Two cases:
   ``--dynamic-rounds`` rounds, the union of supports a dynamic full sync carries.
 
 With ``--steps``, instead: the static case taken apart, each step of ``MPITransport._pairs_steps``
-and ``OnlineLearners.set_reference_pairs`` timed on its own in the same loop (the gather, the probe,
-the block, the Allgather, adding into the sum, r ← ᾱr + ū on the union of the indices (clearing the
-sum there), R = ‖r‖², the restart of v on its own indices), beside the bare Allreduce of the block's
-bytes.
+timed on its own in the same loop (the gather of the touched coordinates, the probe, the block, the
+Allgather, adding the blocks into the sum, the new reference made from it with the learner's
+restart: ``OnlineLearners.set_reference_pairs``), beside the bare Allreduce of the block's bytes.
 
 Times are CPU seconds of each rank (``time.process_time``: another rank's scheduling on this
-2-core machine does not move them, though spinning in MPI does), medians over the syncs, then the
-largest over ranks. The ratio is the sync's over the bare Allreduce's, in the same run.
+2-core machine does not move them, though spinning in MPI does), medians over the syncs (or, with
+``--quantile q``, that quantile: on a loaded machine a rank spins in nearly every collective while
+the other waits for a core, and a low quantile keeps the syncs where both ran), then the largest
+over ranks. The ratio is the sync's over the bare Allreduce's, in the same run.
 """
 
 import argparse
@@ -35,8 +36,8 @@ from mpisgd.data.synthetic import RCV1Stream
 from mpisgd.learners import OnlineLearners
 
 
-def measure(comm, transport, stream, learners, rounds, syncs, dynamic):
-    """(sync µs, bare Allreduce µs, bytes sent per sync, wall µs outside MPI calls) medians of this rank."""
+def measure(comm, transport, stream, learners, rounds, syncs, dynamic, q):
+    """(sync µs, bare Allreduce µs, bytes sent per sync, wall µs outside MPI calls): quantile q of this rank."""
     rank = comm.rank
     owner = np.zeros(rounds, dtype=np.int64)
     t = 0
@@ -66,21 +67,22 @@ def measure(comm, transport, stream, learners, rounds, syncs, dynamic):
             bare_cpu.append(bare)
             sent.append(nbytes)
             python.append(outside)
-    return (1e6 * np.median(sync_cpu), 1e6 * np.median(bare_cpu), float(np.median(sent)),
-            1e6 * np.median(python))
+    return (1e6 * np.quantile(sync_cpu, q), 1e6 * np.quantile(bare_cpu, q), float(np.median(sent)),
+            1e6 * np.quantile(python, q))
 
 
-def steps(comm, stream, syncs, period):
-    """Median CPU µs of each step of a static full sync (pairs exchange) on this rank."""
+def steps(comm, stream, syncs, period, q):
+    """CPU µs of each step of a static full sync (pairs exchange) on this rank: quantile q over the syncs."""
     from mpisgd import wire
-    from mpisgd.kernels import online, sync
 
     learners = OnlineLearners(1, stream.n_features, loss="log", eta0=1.0)
     learners.warm_up()
     L, n, k, rank = learners, learners.n_features, comm.size, comm.rank
     vals, idx = np.empty(n), np.empty(n, dtype=np.int32)
     mine, top, total = np.empty(1), np.empty(1), np.zeros(n + 2)
-    kept = np.empty(2 * k * wire.sync_block_nbytes(n), dtype=np.uint8)
+    counts = np.empty(k, np.int64)
+    kept = np.empty(k * wire.sync_block_nbytes(n), dtype=np.uint8)  # every rank's block
+    own_block = np.empty(wire.sync_block_nbytes(n), dtype=np.uint8)
     owner = np.zeros(period, dtype=np.int64)
     times = {}
     clock = time.process_time
@@ -94,30 +96,23 @@ def steps(comm, stream, syncs, period):
     for t in range(0, (syncs + 20) * period, period):  # the first 20 warm up
         learners.learn(*stream.rows(t, t + period, [rank]), owner)
         comm.comm.Barrier()
-        nnz, c, bias, alpha = timed("gather (gather_pairs)", L.sync_pairs, 0, vals, idx)
+        nnz, c, bias, alpha = timed("gather the touched coordinates (sync_pairs)", L.sync_pairs, 0, vals, idx)
         mine[0] = nnz
         timed("probe Allreduce (8 B)", comm.comm.Allreduce, mine, top, MPI.MAX)
         m = int(top[0])
         size = wire.sync_block_nbytes(m)
-        block = timed("fill_block", wire.fill_block, kept[-size:], alpha, bias, vals[:c], idx[:c], m)
+        block = timed("fill_block", wire.fill_block, own_block[:size], alpha, bias, vals[:c], idx[:c], m)
         blocks = kept[: k * size]
         timed("pairs Allgather", comm.comm.Allgather, block, blocks)
-        timed("sum_blocks", wire.sum_blocks, blocks, n, m, total)
-        index, counts = timed("block_indices", wire.block_indices, blocks, m)
-        L.r_bias = float(total[n] / k)
-        timed("r ← ᾱr + ū on U (reference_from_pairs)", sync.reference_from_pairs, total, float(k), L.r, index,
-              counts)
-        timed("R = ‖r‖² (BLAS)", lambda: float(L.r @ L.r))
+        index = timed("add the blocks (add_blocks)", wire.add_blocks, blocks, n, m, total, counts)
         own = idx[:c] if c == nnz else None
-        if own is None:
-            timed("restart (v ← 0)", online.restart, L.r_bias, L.alpha, L.s, L.V, L.bias, L.P, L.Q, L.PX)
-        else:
-            timed("restart (v ← 0)", online.restart_at, own, L.r_bias, L.alpha, L.s, L.V, L.bias, L.P, L.Q, L.PX)
+        timed("the new reference and restart (set_reference_pairs)", L.set_reference_pairs, total, k, index, counts,
+              own)
         send = np.zeros((size + 7) // 8)
         recv = np.empty_like(send)
         comm.comm.Barrier()
         timed("bare Allreduce (the block's bytes)", comm.comm.Allreduce, send, recv, MPI.SUM)
-    return {name: 1e6 * float(np.median(v[20:])) for name, v in times.items()}
+    return {name: 1e6 * float(np.quantile(v[20:], q)) for name, v in times.items()}
 
 
 def main():
@@ -126,15 +121,18 @@ def main():
     parser.add_argument("--period", type=int, default=8, help="rounds between static syncs")
     parser.add_argument("--dynamic-rounds", type=int, default=48, help="rounds before each dynamic full sync")
     parser.add_argument("--steps", action="store_true", help="time each step of a static sync instead")
+    parser.add_argument("--quantile", type=float, default=0.5, help="of each time over the syncs (0.5: median)")
     args = parser.parse_args()
+    q = args.quantile
+    stat = "median" if q == 0.5 else f"quantile {q:g}"
     comm = CountingComm(MPI.COMM_WORLD)
     stream = RCV1Stream(n_learners=comm.size, seed=0)
     if args.steps:
         with threadpool_limits(limits=1, user_api="blas"):
-            every = comm.comm.gather(steps(comm, stream, args.syncs, args.period), root=0)
+            every = comm.comm.gather(steps(comm, stream, args.syncs, args.period, q), root=0)
         if comm.rank == 0:
             print(f"-n {comm.size}, static b={args.period}, {args.syncs} syncs: CPU µs of each step per rank "
-                  "(median over syncs)\n")
+                  f"({stat} over syncs)\n")
             print("| step | " + " | ".join(f"rank {r}" for r in range(comm.size)) + " |")
             print("|---|" + "---|" * comm.size)
             for name in every[0]:
@@ -148,7 +146,7 @@ def main():
             learners = OnlineLearners(1, stream.n_features, loss="log", eta0=1.0)
             learners.warm_up()
             transport = MPITransport(comm, learners, asynchronous=dynamic)
-            mine = measure(comm, transport, stream, learners, rounds, args.syncs, dynamic)
+            mine = measure(comm, transport, stream, learners, rounds, args.syncs, dynamic, q)
             every = comm.comm.gather(mine, root=0)
             transport.close()
             if comm.rank == 0:
@@ -157,7 +155,7 @@ def main():
                 rows.append((name, every[0][2], sync_us, bare_us, max(e[3] for e in every)))
     if comm.rank == 0:
         print(f"-n {comm.size}, RCV1-like stream (47,152 features), {args.syncs} syncs, CPU µs per rank "
-              "(median over syncs, largest over ranks)\n")
+              f"({stat} over syncs, largest over ranks)\n")
         print("| sync | bytes sent a rank | sync µs | of which outside MPI (wall) | bare Allreduce µs | ratio |")
         print("|---|---|---|---|---|---|")
         for name, nbytes, sync_us, bare_us, outside in rows:

@@ -67,13 +67,14 @@ from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
 from mpisgd.watchdog import STOP_SIGNALS, arm
 
-FORMAT_VERSION = 7  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
+FORMAT_VERSION = 8  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
 # 3: the transport's result counts (async mode) and the time spent waiting; 4: --delta auto's record
 # names its formula (rda has a rule of its own), and Δ and the --budget record as steered;
 # SHA-256 digests of every dataset and of the attributes; 5: the non-zeros learned (--budget);
 # 6: the run's id (manifest and rank files) and the configuration's SHA-256 (rank files);
 # 7: each owner's state_dict ("owner/name" datasets, "owner.name" JSON attributes), the timeline's clock, the rows each rank's
-# stream holds and has learned (elastic resume), no number of ranks in the configuration
+# stream holds and has learned (elastic resume), no number of ranks in the configuration; 8: --delta auto's pilot
+# is an owner of its own ("pilot/values", "pilot/counts")
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out
@@ -537,7 +538,7 @@ def restore(run):
         return min(max(t - stream["first"], 0), sum(b - a for _k, _l, a, b, _n in stream["parts"]))
 
     def check(path, state, ranks):
-        if ranks != k and (run.central or "pilot_values" in state["run"]):
+        if ranks != k and (run.central or "pilot" in state):
             why = "with --central" if run.central else "during --delta auto's pilot"
             raise MpisgdError(f"checkpoint {path}: of {ranks} ranks, this run has {k}; a resume on another number "
                               f"of ranks is not supported {why}")

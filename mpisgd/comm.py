@@ -38,6 +38,7 @@ from mpi4py import MPI
 
 from mpisgd import wire
 from mpisgd.errors import MpisgdError
+from mpisgd.kernels import sync
 from mpisgd.wire import (BALANCED, COMMAND, CUT, DIST, DISTANCE, DONE, END, EPOCHS, FINISH, FULLSYNC, NEWREF, REPLY,
                          REQUEST, STOP, VIOLATION, VIOLATION_ASYNC)  # the tags and commands of docs/WIRE.md
 
@@ -306,20 +307,44 @@ class MPITransport:
         self._sent_step = int(self.learners.steps[0]) if exact else None
         return z
 
-    def _message(self):
+    def _budget(self):
+        """--partial: θΔ now (model messages are partial, docs/ALGORITHMS.md §4.7); else None."""
+        return None if self.partial is None else self.partial()
+
+    def _message(self, asked=None):
         """This rank's model message, remembered as sent: as the receiver
         decodes it, so that a quantized message's rounding error stays in the
-        steps this learner keeps (error feedback, docs/WIRE.md)."""
+        steps this learner keeps (error feedback, docs/WIRE.md). With --partial
+        its partial model message (``OnlineLearners.partial_message``), on at
+        least the coordinates ``asked`` for."""
+        budget = self._budget()
+        if budget is not None:
+            buf, part = self.learners.partial_message(0, budget, asked)
+            self._sent(part, exact=False)
+            return buf
         buf = self.learners.message(0)
         exact = self.learners.compress == "none"
         self._sent(self._model() if exact else self.learners.decode(buf), exact)
         return buf
 
+    def _own(self, asked=None):
+        """Rank 0: its own model as the coordinator takes it (not sent: exact),
+        remembered as sent; with --partial its partial model (``wire.Part``)."""
+        budget = self._budget()
+        if budget is None:
+            return self._sent(self._model())
+        return self._sent(self.learners.partial_message(0, budget, asked, local=True)[1], exact=False)
+
+    def _decode(self, buf):
+        """A model message received by rank 0: a whole model, or with --partial a partial one."""
+        return self.learners.decode(buf) if self._budget() is None else self.learners.decode_partial(buf)
+
     def _take(self, z, new_reference, total=False):
         """This rank's learner takes model z (with new_reference, r ← z too;
         with total, z is the sum of every rank's model, the mean taken in the
         same pass), keeping the steps it made since it last sent its model."""
-        moved = self.last_sent is not None and self._sent_step != self.learners.steps[0]
+        part = isinstance(self.last_sent, wire.Part)  # a partial model sent (docs/ALGORITHMS.md §4.7)
+        moved = self.last_sent is not None and not part and self._sent_step != self.learners.steps[0]
         progress = self.learners.progress(0, self.last_sent) if moved else None  # none without a step
         self.references += bool(total or new_reference)
         if total:  # z = (S, the sum): a full sync (S None) or a partial one (docs/ALGORITHMS.md §4.7)
@@ -340,6 +365,8 @@ class MPITransport:
             self.learners.set_reference(z)
             if progress is not None:
                 self.learners.take(0, self._model(), progress)
+        elif part:  # a balanced model, taken on the coordinates sent
+            self.learners.take_part(0, z, self.last_sent)
         else:
             self.learners.take(0, z, progress)
         self.epoch += 1
@@ -356,13 +383,13 @@ class MPITransport:
 
     def state_dict(self):
         """What a later result depends on (a checkpoint, nothing in flight):
-        the model this learner last sent (empty: none), the results it took
+        the model this learner last sent (empty: none; ``wire.stored``), the results it took
         and, on rank 0, the results sent to each rank."""
-        return {"last_sent": np.zeros(0) if self.last_sent is None else np.array(self.last_sent),
+        return {"last_sent": np.zeros(0) if self.last_sent is None else wire.stored(self.last_sent),
                 "epoch": self.epoch, "results_sent": self.results_sent.copy()}
 
     def load_state_dict(self, state):
-        self.last_sent = np.array(state["last_sent"]) if len(state["last_sent"]) else None
+        self.last_sent = wire.restored(state["last_sent"], self.n) if len(state["last_sent"]) else None
         self.epoch = int(state["epoch"])
         self.results_sent[...] = state["results_sent"]
 
@@ -465,22 +492,21 @@ class MPITransport:
 
     def _pairs_steps(self, remember):
         """``_sum_steps`` uncompressed, with the probe: this rank's non-zeros
-        gathered in one pass (the dense z only where it is sent or remembered),
-        into buffers kept from sync to sync; after a pairs exchange returns
-        a ``_PairsSum``, which the new reference is made from in work
-        proportional to the non-zeros (``OnlineLearners.set_reference_pairs``)."""
+        gathered from the coordinates its learner touched (the dense z only
+        where it is sent, or remembered: made from the pairs), into buffers
+        kept from sync to sync; after a pairs exchange returns a ``_PairsSum``,
+        which the new reference is made from in work proportional to the
+        non-zeros (``OnlineLearners.set_reference_pairs``)."""
         L, n, k = self.learners, self.n, self.k
-        if self._scratch is None:  # pairs of up to n non-zeros, the probe's, the sum
+        if self._scratch is None:  # pairs of up to n non-zeros, the probe's, the sum, the z remembered,
             self._scratch = (np.empty(n), np.empty(n, dtype=np.int32), np.empty(1), np.empty(1),
-                             np.zeros(n + 2))
-        vals, idx, mine, top, total = self._scratch
-        if remember:  # its z is remembered: the pairs read from it
-            nnz, c, z = L.sync_pairs_and_model(0, vals, idx)
-            bias, alpha = z[n], z[n + 1]
-            self._sent(z)
-        else:
-            nnz, c, bias, alpha = L.sync_pairs(0, vals, idx)
-            z = None
+                             np.zeros(n + 2), np.empty(n + 2), np.empty(k, np.int64))  # every block's count
+        vals, idx, mine, top, total, sent, counts = self._scratch
+        nnz, c, bias, alpha = L.sync_pairs(0, vals, idx)
+        z = None
+        if remember:  # its z, from its pairs (u is 0 off them), until the sync's result is taken
+            sync.model_of_pairs(vals[:c], idx[:c], bias, alpha, sent)
+            z = self._sent(sent)
         mine[0] = nnz
         yield "Allreduce", mine, top, MPI.MAX
         m = int(top[0])
@@ -498,12 +524,12 @@ class MPITransport:
         blocks = self._blocks[: k * size]
         yield "Allgather", block, blocks
         try:
-            wire.sum_blocks(blocks, n, m, total)  # total is 0 before, and cleared on the indices after
+            index = wire.add_blocks(blocks, n, m, total, counts)  # total is 0 before, and cleared on U after
         except MpisgdError:
             total[:] = 0.0
             raise
         own = idx[:c] if c == nnz else None  # u_j ≠ 0 only where v_j ≠ 0: then these are all of v's non-zeros
-        return _PairsSum(total, *wire.block_indices(blocks, m), own)
+        return _PairsSum(total, index, counts, own)
 
     def _partial_steps(self, budget, remember):
         """A partial sync (docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial
@@ -543,7 +569,7 @@ class MPITransport:
         own = None
         if violating and self.violation_models:
             if self.coordinating:
-                own = self._sent(self._model())
+                own = self._own()
             else:
                 self._isend(self._message(), 0, VIOLATION, "violation")
         flag, count = _int64(int(violating)), np.zeros(1, dtype=np.int64)
@@ -562,7 +588,7 @@ class MPITransport:
         received = {}
         for _ in range(count - len(violators)):
             buf, src, _tag = self.comm.recv_bytes_message(MPI.ANY_SOURCE, VIOLATION, "violation")
-            received[src] = self.learners.decode(buf)
+            received[src] = self._decode(buf)
         for src in sorted(received):
             violators.append(src)
             models.append(received[src])
@@ -599,9 +625,9 @@ class MPITransport:
 
     # -- coordinator side, blocking (rank 0, sync mode) -------------------------
 
-    def fetch(self, ids):
+    def fetch(self, ids, asked=None):
         """Models z of learners ids: REQUEST to each (balance_request), their replies (balance_reply)."""
-        return _wait(self.start_fetch(ids))
+        return _wait(self.start_fetch(ids, asked))
 
     def divergence(self, model):
         return float(self.learners.divergence(np.asarray(model, dtype=np.float64)))
@@ -638,8 +664,9 @@ class MPITransport:
 
     # -- coordinator side, nonblocking (rank 0; blocking calls wait on these) ----
 
-    def start_fetch(self, ids, violations=None):
-        """REQUEST to each learner of ids but 0, carrying the results rank 0 has sent it:
+    def start_fetch(self, ids, asked=None, violations=None):
+        """REQUEST to each learner of ids but 0, carrying the results rank 0 has sent it
+        (and with --partial S_B = ``asked``, the coordinates its partial model must carry):
         it replies once it has taken them all (a relayed one may come after the request).
         ``violations`` {id: z}: models of learners that answer otherwise, sent no REQUEST
         (async: a current violation is its learner's reply, ``AsyncCoordinator``); the
@@ -648,8 +675,8 @@ class MPITransport:
         violations = violations or {}
         for i in ids:
             if i != 0 and i not in violations:
-                self._isend(_int64(self.results_sent[i]), i, REQUEST, "balance_request")
-        fetch = _Replies(self, ids, REPLY, "balance_reply")
+                self._isend(wire.encode_request(self.results_sent[i], asked), i, REQUEST, "balance_request")
+        fetch = _Replies(self, ids, REPLY, "balance_reply", asked)
         for i, z in violations.items():
             fetch.answer(i, z)
         return fetch
@@ -706,11 +733,12 @@ class MPITransport:
         requests, in the order sent: every request finds them taken."""
         while True:
             tag, code, value = self.receive(self.comm.probe(0, MPI.ANY_TAG))
-            if (tag == REQUEST or code == DIST) and value > self.epoch:
-                raise MpisgdError(f"rank {self.rank}: a request of rank 0 came before {value - self.epoch} "
+            results = value[0] if tag == REQUEST else value
+            if (tag == REQUEST or code == DIST) and results > self.epoch:
+                raise MpisgdError(f"rank {self.rank}: a request of rank 0 came before {results - self.epoch} "
                                   "of its results")
             if tag == REQUEST:
-                self.reply()
+                self.reply(value[1])
             elif tag in (BALANCED, NEWREF):
                 self.take(value, tag == NEWREF)
             elif code == END:
@@ -732,15 +760,14 @@ class MPITransport:
     def receive(self, found):
         """Follower: receive the message probed as ``found`` (docs/WIRE.md); a
         relayed result or FULLSYNC is handed on at once ("Relays"). Returns
-        (tag, command code or None, value): (REQUEST, None, the results rank 0
-        had sent this rank), (BALANCED or NEWREF, None, the model z), (COMMAND,
+        (tag, command code or None, value): (REQUEST, None, (the results rank 0
+        had sent this rank, the coordinates asked for)), (BALANCED or NEWREF, None, the model z), (COMMAND,
         DIST, the results sent), (COMMAND, FULLSYNC, the parity of the results
         sent when relayed, else None), or (COMMAND, code, None)."""
         src, tag = found
         if tag == REQUEST:
-            req = np.empty(1, dtype=np.int64)
-            self.comm.Recv(req, 0, REQUEST, "balance_request")
-            return tag, None, int(req[0])
+            buf, _s, _t = self.comm.recv_bytes_message(0, REQUEST, "balance_request")
+            return tag, None, wire.decode_request(buf, self.n)
         if tag in (BALANCED, NEWREF):
             buf, _s, _t = self.comm.recv_bytes_message(src, tag, "balance_result")
             message = buf
@@ -774,9 +801,10 @@ class MPITransport:
         """Answer a DIST: ‖w − r‖² of this learner to rank 0 (control)."""
         self.comm.Send(np.array([self.learners.distances()[0]]), 0, DISTANCE, "control")
 
-    def reply(self):
-        """Answer a REQUEST: this learner's model to rank 0 (balance_reply)."""
-        self.comm.Send(self._message(), 0, REPLY, "balance_reply")
+    def reply(self, asked):
+        """Answer a REQUEST: this learner's model to rank 0 (balance_reply);
+        with --partial on at least the coordinates ``asked`` for."""
+        self.comm.Send(self._message(asked), 0, REPLY, "balance_reply")
 
     def send_violation(self):
         """Follower, async: Isend this rank's model (or, without violation
@@ -834,7 +862,7 @@ class MPITransport:
 
     def own_model(self):
         """Rank 0, async: its own violation's model, remembered as sent (None without violation models)."""
-        return self._sent(self._model()) if self.violation_models else None
+        return self._own() if self.violation_models else None
 
     def collect(self):
         """Rank 0, async: the messages of the followers that have arrived, until
@@ -848,7 +876,7 @@ class MPITransport:
             src, tag = found
             if tag >= VIOLATION_ASYNC:
                 buf, _s, _t = self.comm.recv_bytes_message(src, tag, "violation")
-                violations.append((src, tag - VIOLATION_ASYNC, self.learners.decode(buf) if len(buf) else None))
+                violations.append((src, tag - VIOLATION_ASYNC, self._decode(buf) if len(buf) else None))
             elif tag == COMMAND:
                 cmd = np.empty(1, dtype=np.int64)
                 self.comm.Recv(cmd, src, COMMAND, "control")
@@ -958,17 +986,16 @@ def _wait(handle):
 
 class _Replies:
     """Rank 0: one reply per learner of ``ids`` (rank 0's own answered locally):
-    models z (balance replies) or ‖w_l − r‖² (distances)."""
+    models (balance replies, on the coordinates ``asked`` for) or ‖w_l − r‖² (distances)."""
 
-    def __init__(self, transport, ids, tag, category):
+    def __init__(self, transport, ids, tag, category, asked=None):
         self.tr, self.ids, self.tag, self.category = transport, ids, tag, category
-        width = transport.n + 2 if tag == REPLY else 1
-        self.out = np.empty((len(ids), width), dtype=np.float64)
+        self.out = [None] * len(ids) if tag == REPLY else np.empty(len(ids), dtype=np.float64)
         self.missing = {}
         for row, i in enumerate(ids):
             if i == 0:  # rank 0's own answer, remembered as sent like any reply
                 if tag == REPLY:
-                    self.out[row] = transport._sent(transport._model())
+                    self.out[row] = transport._own(asked)
                 else:
                     self.out[row] = transport.learners.distances()[0]
             else:
@@ -986,19 +1013,19 @@ class _Replies:
             row = self.missing.pop(i)
             if self.tag == REPLY:
                 buf, _s, _t = tr.comm.recv_bytes_message(i, REPLY, self.category)
-                self.out[row] = tr.learners.decode(buf)
+                self.out[row] = tr._decode(buf)
             else:
                 value = np.empty(1, dtype=np.float64)
                 tr.comm.Recv(value, i, self.tag, self.category)
-                self.out[row] = value
+                self.out[row] = value[0]
         if self.missing:
             return False, None
-        return True, (self.out if self.tag == REPLY else self.out[:, 0])
+        return True, self.out
 
 
 class _PairsSum(NamedTuple):
-    """The sum of a full sync's pairs blocks (``wire.sum_blocks``): total, 0
-    off the blocks' indices (``wire.block_indices``: index[b, :counts[b]]),
+    """The sum of a full sync's pairs blocks (``wire.add_blocks``): total, 0
+    off the blocks' indices (index[b, :counts[b]]),
     and this rank's own indices (None: not known to hold all its v's non-zeros)."""
 
     total: np.ndarray

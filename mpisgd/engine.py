@@ -1,14 +1,18 @@
-"""The protocol side of a run, one for the MPI runner and the simulator.
+"""The protocol side of a run and its loop, one for the MPI runner and the simulator.
 
-Both drive the same loop: learn up to the next stop of the run's
-``Schedule``; at the pilot's end ``end_pilot``; at a check point ``check``;
-at the end ``settle`` the last check begun. (The runner's default mode
-checks inside its learning call and resolves through ``AsyncRounds``
-over this ``Coordinator``: no ``check`` or ``settle`` there.) ``Engine`` holds what the protocol needs for that — the
-``Coordinator``, the check points (``CheckPoints``; ``NodeCheckPoints``
-with nodes; in the simulator's default mode ``DelayedCheckPoints``) and the transport they talk to — built here once, so that the
-runner (one rank, ``MPITransport``) and the simulator (k learners,
-``SimTransport``) set up and call the protocol alike.
+``run_rounds`` is the engine loop both drive, stop by stop: learn up to the
+next stop; at the pilot's end ``end_pilot``; the mode's step there (a check
+point: ``Engine.check``); a timeline row; a checkpoint; progress. How each
+goes is the rounds object's (``mpisgd.protocol.rounds``: the runner's
+``Lockstep`` and ``AsyncRounds``, the simulator's ``SimLockstep`` and
+``SimDelayed``); at the end ``settle`` the last check begun. (The runner's
+default mode checks inside its learning call and resolves through
+``AsyncRounds`` over this ``Coordinator``: no ``check`` or ``settle`` there.)
+``Engine`` holds what the protocol needs for that — the ``Coordinator``, the
+check points (``CheckPoints``; ``NodeCheckPoints`` with nodes; in the
+simulator's default mode ``DelayedCheckPoints``) and the transport they talk
+to — built here once, so that the runner (one rank, ``MPITransport``) and the
+simulator (k learners, ``SimTransport``) set up and call the protocol alike.
 """
 
 from mpisgd.protocol import CheckPoints, Coordinator, NodeCheckPoints
@@ -57,3 +61,27 @@ class Engine:
         if self.nodes is not None:
             return self.points.settle(t, self.nodes, self.transport)
         return self.points.settle(self.transport)
+
+
+def run_rounds(rounds, t, stop):
+    """The engine loop: rounds (t, stop] of a run, stop by stop — the runner's
+    (``Run._rounds``: one rank's rows, from 0 or a resumed round to T) and the
+    simulator's (``Simulation.feed``: a block of every learner's rows, t to
+    t + m). Learn up to the next stop; at the pilot's end, Δ; the mode's step
+    there (a check point, a resolution taking effect, the async mode's
+    answers and waits, a pacing barrier); a timeline row where the schedule
+    has one; a checkpoint where one is due, after the mode's cut; progress.
+    ``rounds`` says how each goes (``mpisgd.protocol.rounds``); its
+    ``end(T)`` is the caller's. Returns the round reached, stop."""
+    schedule = rounds.schedule
+    while t < stop:
+        t = rounds.learn(t, min(rounds.next_stop(t), stop))
+        rounds.end_pilot(t)  # Δ before any check it applies to (t ≥ P); async: nothing is in flight before P
+        rounds.step(t)
+        if schedule.is_record(t):
+            rounds.record(t)
+        if t < schedule.T and rounds.checkpoint_due(t):
+            rounds.cut(t)  # async: every rank at round t, nothing in flight
+            rounds.checkpoint(t)
+        rounds.progress(t)
+    return t

@@ -108,10 +108,17 @@ class OnlineLearners:
         self.alpha[:] = 1.0
         self.s[:] = 1.0
         self.V = np.zeros((k, n))
+        # the coordinates each v was touched on since its restart (online: "Touched coordinates"), and the
+        # bits their gather dedupes them in; a list longer than n/4 is dropped, scanning v costing no more
+        self.T = np.empty((k, n // 4), dtype=np.int32)
+        self._bits = np.zeros((n + 63) // 64, dtype=np.uint64)
         self.A = np.zeros((k, navg))
         self.U = np.zeros((k, navg))
         self.r = np.zeros(n)
         self.r_bias = 0.0
+        # R = ‖r‖² enters a check only as (α − 1)²·R: α leaves 1 by a step's decay (λ > 0, or rda's
+        # √((t − 1)/t)) or a model taken with α ≠ 1; until then R is not computed and stays 0
+        self._alpha_decays = bool(lam > 0 or rule == "rda")
         self.R = 0.0
         self._dist = np.empty(k)
         # variance monitoring (docs/ALGORITHMS.md §8): J orthonormal directions ξ_q = [ξ_q,w, ξ_q,b]
@@ -141,11 +148,15 @@ class OnlineLearners:
         scratch.take(0, z, scratch.progress(0, z))
         scratch.set_reference(scratch.mean_model())
         scratch.set_reference_sum(scratch.sync_parts([0])[0][0], 1)
-        blocks = wire.encode_block(1.0, 0.0, z[:1], 1)  # a full sync's pairs exchange
-        total = wire.sum_blocks(blocks, 1, 1)
-        scratch.set_reference_pairs(total, 1, *wire.block_indices(blocks, 1), np.zeros(1, np.int32))
-        scratch.sync_pairs(0, np.empty(1), np.empty(1, np.int32))
-        scratch.sync_pairs_and_model(0, np.empty(1), np.empty(1, np.int32))
+        vals, idx = np.empty(1), np.empty(1, np.int32)  # a full sync's pairs exchange
+        _nnz, c, bias, alpha = scratch.sync_pairs(0, vals, idx)
+        sync.model_of_pairs(vals[:c], idx[:c], bias, alpha, np.empty(3))  # the z an async full sync remembers
+        for m in (1, 2):  # two blocks, the second unaligned (m odd) or not
+            block = wire.fill_block(np.empty(wire.sync_block_nbytes(m), np.uint8), alpha, bias, vals[:c], idx[:c], m)
+            total = np.zeros(3)
+            counts = np.empty(2, np.int64)
+            index = wire.add_blocks(np.concatenate([block, block]), 1, m, total, counts)
+            scratch.set_reference_pairs(total, 2, index, counts, idx[:c])
         scratch.partial_support(0, 0.0, np.empty(1), np.empty(1, np.int32))  # --partial
 
     # -- learning -----------------------------------------------------------
@@ -179,8 +190,8 @@ class OnlineLearners:
 
     def _state(self):
         """The kernel arguments after the rows: the learners' state and options."""
-        return (self._floats, self._counts, self.V, self.A, self.U, self.r, self.Xi, self.PX, self.R, self.r_bias,
-                *self.params)
+        return (self._floats, self._counts, self.V, self.T, self.A, self.U, self.r, self.Xi, self.PX, self.R,
+                self.r_bias, *self.params)
 
     def _raise_on(self, status, row, y, owner):
         if status == online.BAD_LABEL:
@@ -262,6 +273,53 @@ class OnlineLearners:
             return wire.decode(buf, self.n_features)
         return wire.decode_compressed(buf, self.n_features, self.compress)
 
+    def partial_message(self, l, budget, asked=None, local=False):
+        """Learner l's partial model (docs/ALGORITHMS.md §4.7) for θΔ = budget:
+        S_l = the coordinates ``asked`` for (a balance request's S_B, increasing)
+        and, among the others, the fewest of largest |d_lj| that leave
+        ρ_l = Σ_{j∉S_l} d_lj² ≤ budget. Returns (its message, ``wire.Part`` as
+        its receiver decodes it); ``local``: rank 0's own, not sent: no message
+        (None), nothing quantized, no draws."""
+        n = self.n_features
+        d, idx = np.empty(n), np.empty(n, dtype=np.int32)
+        sync.deviation(self.alpha[l], self.s[l], self.V[l], self.r, d)
+        support = np.zeros(n, dtype=np.bool_)
+        if asked is not None and len(asked):
+            support[asked] = True
+            c = sync.select_support(np.where(support, 0.0, d), budget, idx)  # S_l beyond S_B
+        else:
+            c = sync.select_support(d, budget, idx)
+        support[idx[:c]] = True
+        chosen = np.flatnonzero(support)
+        rest = np.where(support, 0.0, d)
+        rho = float(rest @ rest)
+        z = np.zeros(n + 2)
+        z[chosen] = d[chosen]
+        z[n], z[n + 1] = self.bias[l], 1.0
+        if local:
+            return None, wire.Part(z, rho, support)
+        uniform = None
+        if self.compress != "none":  # learner l's next draws, as for its other messages (``_encode``)
+            uniform = wire.uniforms([self.first_id + l], [self.encoded[l]], len(chosen))[0]
+            self.encoded[l] += 1
+        buf = wire.encode_partial(self.bias[l], chosen, d[chosen], rho, n, self.compress, uniform)
+        return buf, (wire.Part(z, rho, support) if self.compress == "none" else self.decode_partial(buf))
+
+    def decode_partial(self, buf):
+        return wire.decode_partial(buf, self.n_features, self.compress)
+
+    def take_part(self, l, z, sent):
+        """Learner l, which sent the partial model ``sent`` (``wire.Part``, as
+        decoded), takes the balanced model z = [u, b, 1] on its S_l and the bias:
+        w_S ← w_S + (z − sent)_S, b ← b + (z_b − sent_b), which keeps its steps
+        since it sent and its own rounding error."""
+        n = self.n_features
+        now = self.models([l])[0]
+        support = np.flatnonzero(sent.support)
+        now[support] += z[support] - sent.z[support]  # u moves w one for one, whatever α
+        now[n] += z[n] - sent.z[n]
+        self.set_models([l], now)
+
     def message_nbytes(self, nnz):
         """Wire sizes of the messages of models whose v has nnz non-zeros."""
         return wire.model_nbytes(nnz, self.n_features, self.compress)
@@ -282,16 +340,8 @@ class OnlineLearners:
         """Learner l's full-sync contribution as pairs, in one pass: the
         non-zeros of its u into vals and idx (length ≥ n each), and
         (the non-zeros of its v, the pairs written, b, α)."""
-        nnz, c = sync.gather_pairs(self.V[l], self.s[l], vals, idx)
+        nnz, c = sync.gather(l, self.s, self.V, self.T, self.listed, self._bits, vals, idx)
         return nnz, c, self.bias[l], self.alpha[l]
-
-    def sync_pairs_and_model(self, l, vals, idx):
-        """``sync_pairs`` and learner l's model z, from the one dense pass that
-        makes z (where z is needed anyway, its pairs are read from it in cache):
-        (the non-zeros of its v, the pairs written, z)."""
-        z, nnz = self.models_and_nnz([l])
-        c = sync.pairs_of(z[0, : self.n_features], vals, idx)
-        return int(nnz[0]), c, z[0]
 
     def sync_levels(self, ids, z, c, k):
         """Integer levels of learners ids' contributions z with shared scales c
@@ -346,11 +396,11 @@ class OnlineLearners:
         self._new_reference(*before)
 
     def set_reference_pairs(self, total, k, index, counts, own=None):
-        """``set_reference_sum`` of a pairs exchange's sum (``wire.block_indices``:
+        """``set_reference_sum`` of a pairs exchange's sum (``wire.add_blocks``:
         total is 0 off index, and is cleared there for the next sum), in work
         proportional to the non-zeros where the maths allows: with ᾱ = 1 only r
         on the indices changes; with ``own`` (every v here is 0 off it) only v
-        there is reset. R = ‖r‖² and fda's directions stay dense."""
+        there is reset. R = ‖r‖² (where kept) and fda's directions stay dense."""
         n = self.n_features
         self._flush_averages()
         before = (self.r.copy() if len(self.Xi) else None), self.r_bias
@@ -360,10 +410,13 @@ class OnlineLearners:
 
     def set_models(self, ids, z):
         """Learners ids take the model z (relative to the current r)."""
-        online.set_models(np.atleast_1d(np.asarray(ids, dtype=np.int64)), np.asarray(z, dtype=np.float64),
-                          self.alpha, self.s, self.V, self.bias, self.P, self.Q,
+        ids = np.atleast_1d(np.asarray(ids, dtype=np.int64))
+        online.set_models(ids, np.asarray(z, dtype=np.float64),
+                          self.alpha, self.s, self.V, self.T, self.listed, self.bias, self.P, self.Q,
                           self.A, self.U, self.alpha_sum, self.s_sum, self.r, self.average,
                           self.Xi, self.PX)  # fmt: skip
+        if not self._alpha_decays and np.any(self.alpha[ids] != 1.0):
+            self.R = float(self.r @ self.r)
 
     def progress(self, l, z_sent):
         """(Δw, Δb): learner l's steps since its model was ``z_sent`` (same
@@ -400,11 +453,12 @@ class OnlineLearners:
         if len(self.Xi):
             self._push_direction(np.append(self.r - r_before, self.r_bias - bias_before))  # [r' − r, b' − r_b]
             self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
-        self.R = float(self.r @ self.r)
+        self.R = float(self.r @ self.r) if self._alpha_decays else 0.0  # every α is 1 again
         if own is None:
-            online.restart(self.r_bias, self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.PX)
+            online.restart(self.r_bias, self.alpha, self.s, self.V, self.listed, self.bias, self.P, self.Q, self.PX)
         else:
-            online.restart_at(own, self.r_bias, self.alpha, self.s, self.V, self.bias, self.P, self.Q, self.PX)
+            online.restart_at(own, self.r_bias, self.alpha, self.s, self.V, self.listed, self.bias, self.P, self.Q,
+                              self.PX)
 
     def _push_direction(self, change):
         """The newest reference change becomes ξ_1; the older directions follow,
@@ -462,3 +516,5 @@ class OnlineLearners:
                 current[...] = value
             else:
                 setattr(self, name, float(value))
+        for l in range(self.k):  # not saved: rebuilt from v
+            online.touched_from(l, self.V, self.T, self.listed)

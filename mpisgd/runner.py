@@ -7,9 +7,10 @@ loss and error charged, then learned from. The run lasts T rounds, T the
 longest stream; a shorter stream stops learning after its last row but its
 learner keeps taking part in every check and sync (docs/WIRE.md).
 
-One loop runs every mode (``Run._rounds``): learn up to the next stop, the
-mode's step there, a timeline row, a checkpoint; how each goes is the
-mode's (``mpisgd.protocol.rounds``: ``Lockstep``, ``AsyncRounds``).
+Every mode runs the engine loop (``Run._rounds``, ``mpisgd.engine.run_rounds``,
+the simulator's too): learn up to the next stop, the pilot's end, the mode's
+step there, a timeline row, a checkpoint; how each goes is the mode's
+(``mpisgd.protocol.rounds``: ``Lockstep``, ``AsyncRounds``).
 Modes of the dynamic protocol (docs/RUNNING.md; the other protocols have one):
 
 - ``async``, the default: only violations and their resolutions
@@ -68,7 +69,7 @@ import numpy as np
 from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
-from mpisgd.engine import Engine
+from mpisgd.engine import Engine, run_rounds
 from mpisgd.protocol import (SHARED, Pilot, ProtocolConfig, Schedule, check_hierarchy_learner, rounds_of,
                              warm_up_protocol)
 
@@ -185,7 +186,7 @@ class Run:
         self.timeline = Timeline()
         self.members = None
         self.pilot = None  # --delta auto: the pilot of the first P rounds, until Δ is set (run)
-        self._pilot_values = None  # a resumed pilot's rows so far (pilot_values)
+        self._pilot_state = None  # a resumed pilot's rows so far (Pilot.state_dict)
         self._owner = np.zeros(0, dtype=np.int64)
         self.rows_done = 0
         self.entries_done = 0  # the non-zeros of those rows (--budget)
@@ -289,7 +290,7 @@ class Run:
             if j > 0:
                 self.pilot.add(indptr[: j + 1], data, y[:j], self._owner[:j])
 
-    def _end_pilot(self, t):
+    def end_pilot(self, t):
         """--delta auto, after round P on every rank: the pilot's statistics to
         every rank (an Allgather), and Δ from them (``Coordinator.set_auto_delta``)."""
         if self.pilot is not None and t == self.pilot.end:
@@ -326,7 +327,7 @@ class Run:
         n = self.learners.n_features
         return mean[:n].copy(), float(mean[n])
 
-    def _record(self, t):
+    def record(self, t):
         seconds = time.perf_counter() - self._loop_start + self.times_before["loop"]  # wall, since the loop began
         self.timeline.record(t, int(self.learners.errors[0]), float(self.learners.loss_sum[0]),
                              self.comm.bytes_by_category(), seconds)
@@ -350,8 +351,8 @@ class Run:
         self.coordinator.horizon = T * self.size  # --budget: every learner's rounds
         if self.config.protocol.auto and self.coordinator.delta is None and T > 0:
             self.pilot = Pilot(self.config.protocol, self.config.learner, 1, T)
-            if self._pilot_values is not None:
-                self.pilot.parts[0] = [self._pilot_values]
+            if self._pilot_state is not None:
+                self.pilot.load_state_dict(self._pilot_state)
         loop = self._loop_start = time.perf_counter()
         self._rounds(T, t)
         self.loop_seconds = time.perf_counter() - loop + self.times_before["loop"]
@@ -360,27 +361,13 @@ class Run:
         return self.coef, self.intercept
 
     def _rounds(self, T, t=0):
-        """The rounds from t to T, in one loop for every mode: learn up to the
-        next stop, the mode's step there (a check point; async: the answers
-        to rank 0 and the waits), a timeline row, a checkpoint; at the end the
-        mode settles (``mpisgd.protocol.rounds``)."""
+        """The rounds from t to T, through the engine loop (``engine.run_rounds``)
+        in the run's mode (``mpisgd.protocol.rounds``); at the end the mode settles."""
         schedule = Schedule(self.config.protocol, self.size, T, self.config.timeline_every)
         rounds = self.rounds = rounds_of(self.config.protocol, self.size)(self, schedule)
-        ck = self.checkpointer
-        while t < T:
-            t = rounds.learn(t, rounds.next_stop(t))
-            self._end_pilot(t)  # async: before round P nobody violates, nothing is in flight
-            rounds.step(t)
-            if schedule.is_record(t):
-                self._record(t)
-            if t < T and rounds.checkpoint_due(t):
-                rounds.cut(t)  # async: every rank at round t, nothing in flight
-                ck.save(t, self.state_dict(t))
-                ck.exit_if_stopping()  # on SIGTERM: every rank ends here (checkpoint.Stopped)
-            if self.progress is not None and self.rank == 0:
-                self.progress(t, T)
+        run_rounds(rounds, t, T)
         if T == 0:
-            self._record(0)
+            self.record(0)
         rounds.end(T)
 
     def wait(self, done, answer, t):
@@ -407,12 +394,12 @@ class Run:
                          "io": self.source.io_seconds + before["io"], "wall": now - self._wall_start + before["wall"],
                          "loop": now - self._loop_start + before["loop"],
                          "checkpoint": self.checkpointer.time + before["checkpoint"]}}
+        state = {"run": run, "learners": self.learners.state_dict(), "comm": self.comm.state_dict(),
+                 "transport": self.transport.state_dict(), "check": self.checkpoints.state_dict(),
+                 "coordinator": self.coordinator.state_dict(), "timeline": self.timeline.state_dict()}
         if self.pilot is not None:  # --delta auto, the pilot not over yet: its rows so far
-            parts = self.pilot.parts[0]
-            run["pilot_values"] = np.concatenate(parts) if parts else np.zeros(0)
-        return {"run": run, "learners": self.learners.state_dict(), "comm": self.comm.state_dict(),
-                "transport": self.transport.state_dict(), "check": self.checkpoints.state_dict(),
-                "coordinator": self.coordinator.state_dict(), "timeline": self.timeline.state_dict()}
+            state["pilot"] = self.pilot.state_dict()
+        return state
 
     def load_state_dict(self, state):
         """Go on from ``state_dict``'s state (of this rank, or dealt again
@@ -426,7 +413,7 @@ class Run:
         times = run["times"]
         self.compute_seconds, self.waiting_seconds = times["compute"], times["waiting"]
         self.times_before = {k: times[k] for k in self.times_before}
-        self._pilot_values = run.get("pilot_values")
+        self._pilot_state = state.get("pilot")
         if run["stream"] != self.stream:  # dealt again by an elastic resume (now or before)
             from mpisgd.data.rows import DealtSource
 

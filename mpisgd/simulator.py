@@ -11,7 +11,10 @@ resolution; ``mpisgd simulate`` passes ``ASYNC_DELAY``, 4).
 instance holding all k learners. ``Simulation`` runs one configuration; it is
 fed the rows of consecutive blocks of rounds (round-major, learners in
 order), so several configurations can share one generated stream
-(``run_many``). ``simulate`` is the one-configuration driver.
+(``run_many``), and runs each block through the engine loop of the MPI
+runner (``engine.run_rounds``) over its mode's rounds: ``SimLockstep`` (sync
+mode, as the runner's ``Lockstep``) or ``SimDelayed`` (the default mode).
+``simulate`` is the one-configuration driver.
 
 Every check point (t = rounds done, t ≡ 0 mod b) is ``CheckPoints.check``,
 as in the runner: static, a full sync; dynamic, the check of round t begun
@@ -19,9 +22,9 @@ as in the runner: static, a full sync; dynamic, the check of round t begun
 next check point in sync mode, ``async_delay`` rounds later in the default
 mode (the loop then also stops at that round). Checks that find
 no violator change nothing but counters, so the learners run through them
-inside one kernel call (``learn_until_violation``) and they are counted in
-bulk. None: nothing; central: one learner takes all k rows of a round, in
-learner order, and nothing is communicated.
+inside one kernel call (``Simulation.learn_until_violation``) and they are
+counted in bulk. None: nothing; central: one learner takes all k rows of a
+round, in learner order, and nothing is communicated.
 
 At the start one control Allreduce (T), at the end one Allreduce of every
 learner's final model, the protocol's "final" full sync, both exactly as the
@@ -51,7 +54,7 @@ from mpisgd import wire
 from mpisgd.errors import MpisgdError
 from mpisgd.data.rows import interleave
 from mpisgd.learners import OnlineLearners
-from mpisgd.engine import Engine
+from mpisgd.engine import Engine, run_rounds
 from mpisgd.protocol import SHARED, Pilot, Schedule, check_hierarchy_learner
 
 CAT = {name: i for i, name in enumerate(wire.CATEGORIES)}
@@ -263,6 +266,21 @@ class SimTransport:
                 z[i], nbytes[i] = self.L.decode(buf), len(buf)
         return z, nbytes
 
+    def _budget(self):
+        """--partial: θΔ now (model messages are partial, docs/ALGORITHMS.md §4.7); else None."""
+        return None if self.partial is None else self.partial()
+
+    def _models(self, ids, asked=None):
+        """The models learners ids send rank 0 (``_messages``), or with --partial
+        their partial models on at least the coordinates ``asked`` for
+        (``OnlineLearners.partial_message``: rank 0's own exact, the others as
+        rank 0 decodes them), and their sizes."""
+        budget = self._budget()
+        if budget is None:
+            return self._messages(ids, *self.L.models_and_nnz(ids))
+        sent = [self.L.partial_message(l, budget, asked, local=l == 0) for l in np.asarray(ids).tolist()]
+        return [part for _buf, part in sent], np.array([0 if buf is None else len(buf) for buf, _p in sent], np.int64)
+
     def _others(self, ids):
         ids = np.asarray(ids, np.int64)
         return ids[ids != 0]  # rank 0 is the coordinator: its own model is local
@@ -281,7 +299,7 @@ class SimTransport:
         away = violators != 0  # rank 0's own violation is local
         self._deferred = []
         if self.violation_models:
-            models, nbytes = self._messages(violators, *self.L.models_and_nnz(violators))
+            models, nbytes = self._models(violators)
             self.up(violators[away], "violation", nbytes[away])
         else:
             models = None
@@ -303,7 +321,8 @@ class SimTransport:
         order = np.argsort(violators, kind="stable")
         models = None
         if parts and parts[0][1][1] is not None:
-            models = np.concatenate([np.asarray(h[1])[i] for i, h in parts])[order]
+            every = [h[1][j] for i, h in parts for j in i.tolist()]  # whole models, or partial ones (wire.Part)
+            models = [every[j] for j in order.tolist()]
         return violators[order], models, [m for _i, h in parts for m in h[2]], None
 
     def quiet_checks(self, count):
@@ -352,16 +371,17 @@ class SimTransport:
     def settled(self):
         self.sent = {}
 
-    def fetch(self, ids):
+    def fetch(self, ids, asked=None):
         ids = np.asarray(ids, np.int64)
-        z, nbytes = self._messages(ids, *self.L.models_and_nnz(ids))
+        z, nbytes = self._models(ids, asked)
         away = ids != 0  # rank 0 is the coordinator: its own model is local
-        self.down(ids[away], "balance_request", wire.CONTROL_BYTES)
+        self.down(ids[away], "balance_request", wire.request_nbytes(0 if asked is None else len(asked)))
         self.up(ids[away], "balance_reply", nbytes[away])
-        # a reply remembered as sent: its rounding error stays with the learner (--compress), and a learner
-        # whose violation waits (the default mode) keeps the steps it makes from its reply on
+        # a reply remembered as sent: its rounding error stays with the learner (--compress), a learner
+        # whose violation waits (the default mode) keeps the steps it makes from its reply on, and a
+        # partial model is what its learner takes the result on
         self.sent.update((l, z[i]) for i, l in enumerate(ids.tolist())
-                         if l in self.sent or (l != 0 and self.L.compress != "none"))
+                         if l in self.sent or (l != 0 and self.L.compress != "none") or isinstance(z[i], wire.Part))
         return z
 
     def divergence(self, model):
@@ -386,14 +406,19 @@ class SimTransport:
         self.send("balance_result", others, nbytes)
         members = set(np.asarray(ids).tolist())
         self.results[slice(None) if new_reference else np.asarray(ids, np.int64)] += 1
-        progress = {l: L.progress(l, z) for l, z in self.sent.items() if new_reference or l in members}
+        # members that sent a partial model take the result on its coordinates (docs/ALGORITHMS.md §4.7)
+        parts = {l: z for l, z in self.sent.items() if l in members and isinstance(z, wire.Part)}
+        progress = {l: L.progress(l, z) for l, z in self.sent.items()
+                    if (new_reference or l in members) and l not in parts}
         if new_reference:
             L.set_reference(model)
             model = L.models([0])[0]  # r itself: u = 0, α = 1
-        else:
-            L.set_models(ids, model)
+        elif len(parts) < len(members):
+            L.set_models([l for l in np.asarray(ids).tolist() if l not in parts], model)
         for l, steps in progress.items():
             L.take(l, model, steps)
+        for l, sent in parts.items():
+            L.take_part(l, model, sent)
 
     def full_sync(self):
         """The Allreduce; inside a resolution (``resolving``) rank 0 first sends
@@ -592,6 +617,125 @@ def _sum_in_order(z):
     return total
 
 
+class SimLockstep:
+    """The simulator's rounds in sync mode (and every protocol without the
+    default mode), for the engine loop (``engine.run_rounds``), as
+    ``protocol.rounds.Lockstep`` for the runner: learn up to the next check
+    point, a check there (``Simulation.check``). Its check points follow
+    ``order``: learn-check after rounds b, 2b, … ≤ T; check-learn before
+    rounds 1, b + 1, …, i.e. with t = 0 (``start``), b, 2b, … < T rounds
+    done; with ``--max-period`` the gap after a quiet check doubles, up to
+    max_period, and is b again after a violation. The dynamic protocol with a
+    fixed period learns through the checks that find no violator
+    (``Simulation.learn_until_violation``; not with an event log, which sees
+    every check point in order, nor hierarchical). The loop also stops at
+    the pilot's end and the edges of the drift phases (the errors of one
+    learning call are of one phase). No checkpoints, no progress (``run_many``
+    has its own, per block)."""
+
+    def __init__(self, sim, schedule, order):
+        self.sim, self.schedule, self.points = sim, schedule, sim.checkpoints
+        self.b, self.gap, self.max_period = schedule.step, schedule.step, sim.max_period
+        self.last = schedule.T if order == "learn-check" else schedule.T - 1  # the last check point
+        self.next = self.b if order == "learn-check" else 0  # the next check point (-1: none)
+        if not schedule.checking or self.next > self.last:
+            self.next = -1
+        self.through = sim.protocol.resolving and not self.max_period and sim.log is None and sim.nodes is None
+
+    def start(self):
+        """check-learn: the check point before round 1."""
+        if self.next == 0:
+            self._check(0)
+
+    def _quiet(self):
+        """Learning goes on through the check points (``through``): no check begun awaits a resolution."""
+        pending = self.points.pending
+        return self.through and self.next >= 0 and (pending is None or len(pending[1][0]) == 0)
+
+    def next_stop(self, t):
+        # (pace rounds: the default mode's only)
+        stop = self.schedule.next_stop(t, protocol=False, pilot=self.sim.pilot is not None, pace=True)
+        if self.next >= 0 and not self._quiet():
+            stop = min(stop, self.next)
+        i = np.searchsorted(self.sim.phase_edges, t, side="right")
+        if i < len(self.sim.phase_edges):
+            stop = min(stop, int(self.sim.phase_edges[i]))  # one phase per call: exact error attribution
+        return stop
+
+    def learn(self, t, stop):
+        """Learn rounds (t, stop]; returns the round reached (through quiet checks: a violating check's)."""
+        if not self._quiet():
+            self.sim.learn(t, stop)
+            return stop
+        checks = np.arange(self.next, min(stop - 1, self.last) + 1, self.b)  # the check at stop is step's
+        t, quiet = self.sim.learn_until_violation(t, stop, checks)
+        self._advance(quiet * self.b)
+        return t
+
+    def end_pilot(self, t):
+        self.sim.end_pilot(t)
+
+    def step(self, t):
+        if t == self.next:
+            self._check(t)
+
+    def _check(self, t):
+        quiet = self.sim.check(t)
+        if self.max_period:
+            self.gap = min(2 * self.gap, self.max_period) if quiet else self.b
+        self._advance(self.gap)
+
+    def _advance(self, rounds):
+        """The next check point comes ``rounds`` later (-1: none is left)."""
+        self.next += rounds
+        if self.next > self.last:
+            self.next = -1
+
+    def record(self, t):
+        self.sim.record(t)
+
+    def checkpoint_due(self, t):
+        return False
+
+    def progress(self, t):
+        pass
+
+    def end(self, T):
+        self.sim.settle(T)  # the last check begun
+
+
+class SimDelayed(SimLockstep):
+    """The simulator's rounds in the default mode (``ProtocolConfig.asynchronous``),
+    its deterministic model of ``AsyncRounds``: a resolution takes effect
+    ``async_delay`` rounds after its check (``DelayedCheckPoints.due``), where
+    the loop also stops (``Simulation.arrive``) unless it is a check point; a
+    pacing barrier at every pace round, after its check; at the end every
+    follower's DONE and rank 0's FINISH, and the last barrier completed."""
+
+    def _quiet(self):
+        return self.points.due is None and super()._quiet()
+
+    def next_stop(self, t):
+        due = self.points.due
+        return super().next_stop(t) if due is None else min(super().next_stop(t), due)
+
+    def step(self, t):
+        if t == self.next:
+            self._check(t)
+        elif t == self.points.due:
+            self.sim.arrive(t)
+        if self.schedule.is_pace(t):
+            self.sim.transport.pace()  # as the runner, after the round's check
+
+    def end(self, T):
+        super().end(T)
+        transport = self.sim.transport
+        others = np.arange(1, self.sim.k)
+        transport.up(others, "control", wire.CONTROL_BYTES)  # DONE
+        transport.down(others, "control", wire.CONTROL_BYTES)  # FINISH
+        transport.end_pace()
+
+
 class Simulation:
     """One configuration, advanced by ``feed`` over consecutive blocks of rounds.
 
@@ -654,8 +798,8 @@ class Simulation:
             self.engine.coordinator.horizon = self.k * self.rounds
             self.b = int(protocol.period)
         self.coordinator, self.checkpoints = self.engine.coordinator, self.engine.points
-        # when the run's pacing barriers, pilot end and timeline rows come; its check points follow --order and
-        # --max-period (below)
+        # when the run's check points, pacing barriers, pilot end and timeline rows come (the check points
+        # follow --order and --max-period: ``SimLockstep``)
         self.schedule = Schedule(protocol, self.k, self.rounds, timeline_every)
         # Variant (simulator only, dynamic): adaptive check period. After a check with
         # violators the next check comes b rounds later, after a quiet one twice the last
@@ -664,39 +808,32 @@ class Simulation:
         self.max_period = int(max_period)
         if self.max_period and (not protocol.resolving or self.max_period < self.b):
             raise MpisgdError(f"max_period: needs the dynamic protocol and max_period >= period, got {max_period!r}")
-        self._gap = self.b
-        self.syncing = protocol.checking(self.k)
         self.t = 0  # rounds done
         self.entries = 0  # non-zeros of the rows learned (every learner)
         self.drifts = np.asarray(drifts, np.int64)
         self.drift_window = int(drift_window)
         # rounds done at which the phase changes: a drift after round d puts rounds d + 1 … d + 1 + W in "drift"
-        self._edges = np.unique(np.concatenate([self.drifts, self.drifts + 1 + self.drift_window]))
-        # dynamic with a fixed period learns through checks without violators in one kernel call
-        # (the event log needs every check point in order)
-        self._through_quiet = (protocol.resolving and not self.max_period and self.log is None
-                               and self.nodes is None)
+        self.phase_edges = np.unique(np.concatenate([self.drifts, self.drifts + 1 + self.drift_window]))
         self.timeline_every = int(timeline_every)
         self.timeline = []
         self.phase_messages = {p: {} for p in PHASES}
         self.phase_errors = {p: 0 for p in PHASES}
         self.phase_rounds = {p: 0 for p in PHASES}
         self._owner = np.zeros(0, np.int64)
-        # check points: learn-check after rounds b, 2b, … ≤ T; check-learn before
-        # rounds 1, b + 1, …, i.e. with t = 0, b, 2b, … < T rounds done
-        self._next = self.b if order == "learn-check" else 0
-        self._last_check = self.rounds if order == "learn-check" else self.rounds - 1
-        if self._next > self._last_check:
-            self._next = -1
+        self._block = None  # the rows fed last and the round before their first (``feed``)
         self._errors_at = 0
         self.world.allreduce("control", 8)  # T = the longest stream (Allreduce MAX)
         # --delta auto: the rows of the first P rounds measure Δ (protocol.auto_delta)
         self.pilot = Pilot(protocol, self.learner_args, self.k, self.rounds) if protocol.auto else None
+        # the mode's rounds, as the runner's (``protocol.rounds_of``)
+        self.mode_rounds = (SimDelayed if protocol.asynchronous(self.k) else SimLockstep)(self, self.schedule, order)
+        self.mode_rounds.start()
 
     # -- feeding rows -----------------------------------------------------------
 
     def feed(self, indptr, indices, data, y, owner=None, round_ptr=None):
-        """Rows of the next m rounds, round-major (learners in order within a round).
+        """Rows of the next m rounds, round-major (learners in order within a round),
+        through the engine loop (``engine.run_rounds``) in the run's mode.
 
         Default: k rows per round, row i owned by learner i mod k. Shards that
         end early give ``owner`` (each row's learner) and ``round_ptr`` (m + 1
@@ -718,90 +855,57 @@ class Simulation:
             j = min(m, self.pilot.end - self.t)
             lo, hi = round_ptr[0], round_ptr[j]
             self.pilot.add(indptr[lo : hi + 1], data, y[lo:hi], owner[lo:hi])
-        done = 0
-        while done < m or (self.syncing and self.t == self._next):
-            step = m - done
-            checking = self.syncing and self._next >= 0
-            through = checking and self._through_quiet and self._next > self.t and self._quiet_pending()
-            if checking and not through:
-                step = min(step, self._next - self.t)
-            due = self._due()
-            if due is not None:
-                step = min(step, due - self.t)
-            step = min(step, self.schedule.next_stop(self.t, protocol=False, pilot=self.pilot is not None,
-                                                     pace=True) - self.t)
-            i = np.searchsorted(self._edges, self.t, side="right")
-            if i < len(self._edges):
-                step = min(step, int(self._edges[i]) - self.t)  # one phase per call: exact error attribution
-            if step > 0:
-                lo, hi = round_ptr[done], round_ptr[done + step]
-                if through:
-                    step = self._learn_through_quiet(indptr, indices, data, y, owner, round_ptr[done : done + step + 1])
-                else:
-                    self._learn(indptr[lo : hi + 1], indices, data, y[lo:hi], owner[lo:hi], step)
-                self.entries += int(indptr[round_ptr[done + step]] - indptr[round_ptr[done]])
-                done += step
-                self.t += step
-                if self.pilot is not None and self.t == self.pilot.end:  # Δ before any check it applies to (t ≥ P)
-                    self.engine.end_pilot(self.world, self.pilot.statistics(), self.learner_args)
-            if self.syncing and self.t == self._next:
-                quiet = self._check()
-                if self.max_period:
-                    self._gap = min(2 * self._gap, self.max_period) if quiet else self.b
-                self._next += self._gap
-                if self._next > self._last_check:
-                    self._next = -1
-            elif self.t == due:
-                self._arrive()
-            if step > 0 and self.schedule.is_pace(self.t):
-                self.transport.pace()  # as the runner, after the round's check
-            if step > 0 and self.schedule.is_record(self.t):
-                self._record()
+        self._block = (indptr, indices, data, y, owner, round_ptr, self.t)
+        run_rounds(self.mode_rounds, self.t, self.t + m)
 
-    def _learn(self, indptr, indices, data, y, owner, rounds):
-        a, b = indptr[0], indptr[-1]
+    def _rows(self, t, stop):
+        """The rows of rounds (t, stop] of the block fed: (indptr from 0, indices,
+        data, y, owner, round_ptr: the first row of rounds t + 1 … stop + 1)."""
+        indptr, indices, data, y, owner, round_ptr, first = self._block
+        ptr = round_ptr[t - first : stop - first + 1]
+        lo, hi = ptr[0], ptr[-1]
+        a, b = indptr[lo], indptr[hi]
+        return indptr[lo : hi + 1] - a, indices[a:b], data[a:b], y[lo:hi], owner[lo:hi], ptr - lo
+
+    def learn(self, t, stop):
+        """Learn rounds (t, stop] of the block fed."""
+        indptr, indices, data, y, owner, _ptr = self._rows(t, stop)
         if self.central:
             owner = np.zeros(len(y), np.int64)
         start = time.perf_counter()
-        self.L.learn(indptr - a, indices[a:b], data[a:b], y, owner)
+        self.L.learn(indptr, indices, data, y, owner)
         self._learn_seconds += time.perf_counter() - start
         self._rows_learned += len(y)
         if self.log is not None:
-            self.log.compute(-1, rounds)  # every learner learns its row of each round
-        self._count_errors(rounds)
+            self.log.compute(-1, stop - t)  # every learner learns its row of each round
+        self._learned(t, stop, int(indptr[-1]))
 
-    def _learn_through_quiet(self, indptr, indices, data, y, owner, round_ptr):
-        """Dynamic protocol: learn the rounds of round_ptr (offsets into the
-        rows) through every check point among them that finds no violator, in
-        one kernel call, stopping at the first that finds one. The check at
-        the round it stops at is left to ``_check``; the quiet ones before it
-        count as ``_check`` would count them. Returns the rounds learned."""
-        self.checkpoints.settle(self.transport)  # quiet: nothing but its count
-        step = len(round_ptr) - 1
-        # rounds done; the check at the round it stops at is _check's
-        checks = np.arange(self._next, min(self.t + step - 1, self._last_check) + 1, self.b)
-        lo, hi = round_ptr[0], round_ptr[-1]
-        a, b = indptr[lo], indptr[hi]
-        made, violated = self.L.learn_until_violation(indptr[lo : hi + 1] - a, indices[a:b], data[a:b], y[lo:hi],
-                                                      owner[lo:hi], round_ptr[checks - self.t] - lo,
+    def learn_until_violation(self, t, stop, checks):
+        """Dynamic protocol: learn rounds (t, stop] of the block fed through
+        the check points ``checks`` (rounds done, before stop) that find no
+        violator, in one kernel call, stopping at the first that finds one;
+        the quiet ones count as ``check`` would count them, the check at the
+        round it stops at is the caller's. Returns (round reached, quiet checks)."""
+        self.checkpoints.settle(self.transport)  # the check begun last found no violator: nothing but its count
+        indptr, indices, data, y, owner, round_ptr = self._rows(t, stop)
+        made, violated = self.L.learn_until_violation(indptr, indices, data, y, owner, round_ptr[checks - t],
                                                       self.coordinator.threshold(checks))
-        rounds = int(checks[made - 1] - self.t) if violated else step
-        quiet = made - int(violated)  # the violating check is _check's
+        reached = int(checks[made - 1]) if violated else stop
+        quiet = made - int(violated)  # the violating check is the caller's
         self.transport.quiet_checks(quiet)
         self.coordinator.count_quiet(quiet)
-        self._next += quiet * self.b
-        if self._next > self._last_check:
-            self._next = -1
-        self._count_errors(rounds)
-        return rounds
+        self._learned(t, reached, int(indptr[round_ptr[reached - t]]))
+        return reached, quiet
 
-    def _count_errors(self, rounds):
-        """Errors of the rounds just learned, into their phase."""
+    def _learned(self, t, stop, entries):
+        """Rounds (t, stop] learned, with ``entries`` non-zeros: their errors into their phase."""
         errors = int(self.L.errors.sum())
-        phase = self._phase(self.t + rounds)
+        phase = self._phase(stop)
         self.phase_errors[phase] += errors - self._errors_at
-        self.phase_rounds[phase] += rounds
+        self.phase_rounds[phase] += stop - t
         self._errors_at = errors
+        self.entries += entries
+        self.t = stop
 
     def _phase(self, t):
         """'drift' if round t (1-based: rounds done) lies within drift_window rounds after a drift."""
@@ -812,30 +916,31 @@ class Simulation:
 
     # -- the protocol step --------------------------------------------------------
 
-    def _quiet_pending(self):
-        """No check awaits its resolution with violators."""
-        pending = self.checkpoints.pending
-        if self._due() is not None:  # the default mode's resolution under way
-            return False
-        return pending is None or len(pending[1][0]) == 0
+    def end_pilot(self, t):
+        """--delta auto, after round P: Δ from every learner's pilot (``Engine.end_pilot``)."""
+        if self.pilot is not None and t == self.pilot.end:
+            self.engine.end_pilot(self.world, self.pilot.statistics(), self.learner_args)
+            self.pilot = None
 
-    def _due(self):
-        """The round at which the default mode's resolution under way takes effect, or None."""
-        return getattr(self.checkpoints, "due", None)
-
-    def _arrive(self):
-        """The default mode's resolution due after this round takes effect."""
+    def check(self, t):
+        """The check point after round t; returns True when it found no violator (or static)."""
         before = self._stats_snapshot()
-        self.checkpoints.arrive(self.t, self.transport)
-        self._attribute(before)
-
-    def _check(self):
-        """One check point; returns True when it found no violator (or static)."""
-        before = self._stats_snapshot()
-        self.transport.last_count, self.transport.at, self.transport.entries = 0, self.t, self.entries
-        self.engine.check(self.t)  # Δ_t at t = 0 (check-learn) uses t = 1
+        self.transport.last_count, self.transport.at, self.transport.entries = 0, t, self.entries
+        self.engine.check(t)  # Δ_t at t = 0 (check-learn) uses t = 1
         self._attribute(before)
         return self.transport.last_count == 0
+
+    def arrive(self, t):
+        """The default mode's resolution due after round t takes effect."""
+        before = self._stats_snapshot()
+        self.checkpoints.arrive(t, self.transport)
+        self._attribute(before)
+
+    def settle(self, t):
+        """The last check begun, at the end of the run after round t."""
+        before = self._stats_snapshot()
+        self.engine.settle(t)
+        self._attribute(before)
 
     def _stats_snapshot(self):
         s = self.coordinator.stats
@@ -857,9 +962,10 @@ class Simulation:
         if s.full_syncs["augmented"] != syncs0["augmented"]:
             bucket["full_sync_augmented_count"] = bucket.get("full_sync_augmented_count", 0) + 1
 
-    def _record(self):
+    def record(self, t):
+        """The timeline row after round t (``TIMELINE_COLUMNS``)."""
         sent = self.counters()[0].sum(axis=0)
-        self.timeline.append((self.t, int(self.L.errors.sum()), float(self.L.loss_sum.sum()),
+        self.timeline.append((t, int(self.L.errors.sum()), float(self.L.loss_sum.sum()),
                               self.model_messages(), *(int(v) for v in sent)))
         if self.log is not None:
             self.log.mark(len(self.timeline) - 1)
@@ -888,14 +994,7 @@ class Simulation:
         """Final Allreduce and the result dictionary."""
         if self.t != self.rounds:
             raise MpisgdError(f"simulate: fed {self.t} of {self.rounds} rounds")
-        before = self._stats_snapshot()
-        self.engine.settle(self.t)  # the last check begun
-        self._attribute(before)
-        if self.protocol.asynchronous(self.k):
-            others = np.arange(1, self.k)
-            self.transport.up(others, "control", wire.CONTROL_BYTES)  # DONE
-            self.transport.down(others, "control", wire.CONTROL_BYTES)  # FINISH
-            self.transport.end_pace()
+        self.mode_rounds.end(self.t)
         coef, intercept = self.final_model()
         sent_b, recv_b, sent_m, recv_m = self.counters()
         cats = wire.CATEGORIES

@@ -25,6 +25,7 @@ Categories of the byte and message counters.
 """
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -319,18 +320,13 @@ def encode_block(alpha, bias, u, m):
 
 def fill_block(buf, alpha, bias, vals, idx, m):
     """``encode_block`` of pairs already gathered (vals, idx: at most m of
-    them) into buf, uint8 of ``sync_block_nbytes(m)`` bytes (a view of a
-    buffer kept from sync to sync); the padding is zeroed."""
+    them) into buf, uint8 of ``sync_block_nbytes(m)`` bytes from the start of
+    a buffer kept from sync to sync (8-aligned, as numpy allocates); the
+    padding is zeroed."""
     c = len(vals)
     if c > m:
         raise MpisgdError(f"wire: a pairs block holds at most m = {m} non-zeros; u has {c}")
-    head = buf[: 24 + 8 * m].view(np.float64)
-    head[0], head[1], head[2] = alpha, bias, c
-    head[3 : 3 + c] = vals
-    head[3 + c :] = 0.0
-    index = buf[24 + 8 * m :].view(np.int32)
-    index[:c] = idx
-    index[c:] = 0
+    sync.fill_block(buf, alpha, bias, vals, idx, m)
     return buf
 
 
@@ -338,37 +334,26 @@ def sum_blocks(blocks, n, m, total=None):
     """Σ z of the k pairs blocks (uint8, k·``sync_block_nbytes(m)``), in order,
     into ``total`` (n + 2 zeros; a new array if None); refuses counts beyond m
     and indices outside [0, n) or out of order."""
-    size = sync_block_nbytes(m)
-    if blocks.ndim != 1 or len(blocks) % size:
-        raise MpisgdError(f"wire: {len(blocks)} bytes are not whole pairs blocks of {size} bytes")
     if total is None:
         total = np.zeros(n + 2, dtype=np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):  # non-finite models sum as IEEE says
-        for b in range(len(blocks) // size):
-            _add_block(total, blocks[b * size : (b + 1) * size], n, m)
+    add_blocks(blocks, n, m, total, np.empty(len(blocks) // sync_block_nbytes(m), np.int64))
     return total
 
 
-def block_indices(blocks, m):
-    """The indices of the k pairs blocks already summed (``sum_blocks``, which
-    checked them): index (k, m) int32, a view, and the counts (k,) int64;
-    block b's indices are index[b, :counts[b]]."""
+def add_blocks(blocks, n, m, total, counts):
+    """``sum_blocks`` into ``total``, in one pass; returns the blocks' indices,
+    index (k, m) int32, a view: block b's are index[b, :counts[b]] (counts (k,)
+    int64, a buffer kept from sync to sync)."""
     size = sync_block_nbytes(m)
+    if blocks.ndim != 1 or len(blocks) % size:
+        raise MpisgdError(f"wire: {len(blocks)} bytes are not whole pairs blocks of {size} bytes")
     k = len(blocks) // size
-    index = blocks.view(np.int32).reshape(k, size // 4)[:, 6 + 2 * m : 6 + 3 * m]  # after 24 + 8m bytes
-    counts = np.ndarray((k,), np.float64, blocks, 16, (size,)).astype(np.int64)  # head[2] of each block
-    return index, counts
-
-
-def _add_block(total, buf, n, m):
-    head = buf[: 24 + 8 * m].view(np.float64)  # unaligned in every other block when m is odd
-    nnz = int(head[2]) if 0 <= head[2] <= m else -1
-    vals = np.require(head[3 : 3 + max(nnz, 0)], requirements="A")  # the kernel's one (aligned) array type
-    if nnz < 0 or head[2] != nnz or not sync.add_pairs(total, vals, buf[24 + 8 * m :].view(np.int32)[:nnz], n):
+    heads = np.ndarray((k, 3 + m), np.float64, blocks, 0, (size, 8))  # unaligned in every other block if m is odd
+    index = np.ndarray((k, m), np.int32, blocks, 24 + 8 * m, (size, 4))
+    if not sync.add_blocks(heads, index, n, total, counts):
         raise MpisgdError(f"wire: a pairs block of a full sync has a count outside [0, {m}] or "
                           f"indices outside [0, {n}) or not strictly increasing")
-    total[n] += head[1]
-    total[n + 1] += head[0]
+    return index
 
 
 # Partial averaging (--partial θ, docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial syncs"): after
@@ -414,6 +399,118 @@ def union_of_blocks(blocks, n, m):
                               f"indices outside [0, {n}) or not strictly increasing")
         mask[idx] = True
     return np.flatnonzero(mask)
+
+
+# Partial model messages (--partial θ, docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial model
+# messages"): a violation or balance reply carries d_l = w_l − r on S_l only, the coordinates its
+# sender chose (and, in a reply, those rank 0 asked for), zeros included: the model message (plain
+# or compressed) of [d_l on S_l, b_l, α = 1] whose index list (or mask) is exactly S_l, then
+# float64 ρ_l = Σ_{j∉S_l} d_lj², the divergence its sender keeps off S_l. A balance request
+# asking for S_B is int64 [results sent] then int32 S_B.
+
+PARTIAL_TRAILER = 8  # float64 ρ
+
+
+class Part(NamedTuple):
+    """A partial model: z = [u, b, 1] (u = d_l on S_l, 0 elsewhere), ρ_l, and S_l (a mask of n)."""
+
+    z: np.ndarray
+    rho: float
+    support: np.ndarray
+
+
+def stored(model):
+    """A model as a checkpoint stores it: z, or a ``Part`` as float64 [z, ρ, S_l as 0/1] (2n + 3)."""
+    if isinstance(model, Part):
+        return np.concatenate([model.z, [model.rho], model.support.astype(np.float64)])
+    return np.asarray(model, dtype=np.float64)
+
+
+def restored(array, n):
+    """``stored``'s inverse for n features: a ``Part`` from 2n + 3 entries, else z."""
+    if len(array) == 2 * n + 3:
+        return Part(np.array(array[: n + 2]), float(array[n + 2]), np.asarray(array[n + 3 :]) != 0)
+    return np.array(array)
+
+
+def partial_nbytes(count, n, compress="none"):
+    """Bytes of a partial model message of |S_l| = count (vectorized over count)."""
+    return model_nbytes(count, n, compress) + PARTIAL_TRAILER
+
+
+def encode_partial(bias, idx, vals, rho, n, compress, uniform=None):
+    """The partial model message of d_S = vals on S = idx (increasing, zeros
+    kept), bias b and ρ; ``uniform``: draws for a compressed one (``uniforms``)."""
+    idx = np.asarray(idx, dtype=np.int32)
+    vals = np.asarray(vals, dtype=np.float64)
+    if compress != "none":
+        model = encode_compressed(1.0, bias, idx, vals, n, compress, uniform)
+    elif 12 * len(idx) < 8 * n:  # sparse: float64 [1, b, vals] then int32 idx
+        model = np.concatenate([np.concatenate([[1.0, bias], vals]).view(np.uint8), idx.view(np.uint8)])
+    else:  # dense: float64 [1, b, u]
+        u = np.zeros(n + 2)
+        u[0], u[1] = 1.0, bias
+        u[2 + idx] = vals
+        model = u.view(np.uint8)
+    return np.concatenate([model, np.array([rho], dtype=np.float64).view(np.uint8)])
+
+
+def decode_partial(buf, n, compress="none"):
+    """Partial model message (1-D uint8) -> ``Part``; refuses a message too
+    short for ρ, a ρ that is not finite and ≥ 0, an α other than 1, and
+    whatever the model message's decoder refuses."""
+    _check_buffer(buf)
+    if len(buf) < PARTIAL_TRAILER:
+        raise MpisgdError(f"wire: a partial model message of {len(buf)} bytes is shorter than its ρ")
+    rho = float(np.frombuffer(buf[-PARTIAL_TRAILER:].tobytes(), dtype=np.float64)[0])
+    if not (np.isfinite(rho) and rho >= 0):
+        raise MpisgdError(f"wire: a partial model message has ρ = {rho!r}, not finite and >= 0")
+    model = np.ascontiguousarray(buf[:-PARTIAL_TRAILER])
+    z = decode(model, n) if compress == "none" else decode_compressed(model, n, compress)
+    if z[n + 1] != 1.0:
+        raise MpisgdError(f"wire: a partial model message has α = {z[n + 1]!r}, not 1")
+    support = np.zeros(n, dtype=np.bool_)  # S_l: the layout's index list, mask, or every j (dense)
+    if compress == "none":
+        count = (len(model) - 16) // 12
+        dense = len(model) == 16 + 8 * n
+        listed = None if dense else np.frombuffer(model[16 + 8 * count :].tobytes(), dtype=np.int32)
+    else:
+        m = int(model[20:24].view(np.int32)[0])
+        dense = m == -1
+        if m == -2:
+            listed = np.flatnonzero(np.unpackbits(model[HEAD : HEAD + (n + 7) // 8], bitorder="little")[:n])
+        else:
+            listed = None if dense else np.frombuffer(model[HEAD : HEAD + 4 * m].tobytes(), dtype=np.int32)
+    support[slice(None) if dense else listed] = True
+    return Part(z, rho, support)
+
+
+def request_nbytes(count):
+    """Bytes of a balance request asking for |S_B| = count coordinates (none: 8)."""
+    return CONTROL_BYTES + 4 * count
+
+
+def encode_request(results, support=None):
+    """A balance request: int64 [the results sent to its receiver], then, with
+    --partial, int32 S_B (increasing): the coordinates its reply must carry."""
+    head = np.array([results], dtype=np.int64).view(np.uint8)
+    if support is None:
+        return head
+    return np.concatenate([head, np.asarray(support, dtype=np.int32).view(np.uint8)])
+
+
+def decode_request(buf, n):
+    """A balance request -> (results sent, S_B as int32, empty when none);
+    refuses a length that is not 8 + 4·count and indices outside [0, n) or
+    not strictly increasing."""
+    _check_buffer(buf)
+    if len(buf) < CONTROL_BYTES or (len(buf) - CONTROL_BYTES) % 4:
+        raise MpisgdError(f"wire: a balance request of {len(buf)} bytes is not int64 then int32 indices")
+    results = int(np.frombuffer(buf[:CONTROL_BYTES].tobytes(), dtype=np.int64)[0])
+    support = np.frombuffer(buf[CONTROL_BYTES:].tobytes(), dtype=np.int32)
+    if len(support) and (support[0] < 0 or support[-1] >= n or np.any(np.diff(support) <= 0)):
+        raise MpisgdError(f"wire: a balance request asks for indices outside [0, {n}) or not strictly increasing")
+    return results, support
 
 
 def sync_levels_of(x, c, k, uniform, compress):

@@ -486,3 +486,33 @@ def naive_partial_support(d, budget):
         if np.sum(d[rest] ** 2) <= budget:
             return np.sort(order[len(order) - m :])
     return np.sort(order)
+
+
+def naive_partial_balance(W, b, r, r_b, sent, budget):
+    """A balancing of partial models, from the learners' dense weights W (rows
+    of B's members), biases b and the reference (r, r_b): each member l sends
+    d_l on S_l = ``sent[l]`` (a set of coordinates) plus the fewest of its
+    other coordinates of largest |d_lj| leaving ≤ budget off S_l. Returns the
+    members' weights and biases after the balancing (each j of S_l: the mean
+    over the members that sent j; the mean bias) and each one's ‖w_l − r‖²."""
+    d = W - r
+    chosen = []
+    for l in range(len(W)):
+        rest = d[l].copy()
+        rest[sorted(sent[l])] = 0.0
+        chosen.append(set(sent[l]) | set(naive_partial_support(rest, budget).tolist()))
+    W2, b2 = W.copy(), np.full(len(b), b.mean())
+    for j in set().union(*chosen):
+        senders = [l for l in range(len(W)) if j in chosen[l]]
+        W2[senders, j] = W[senders, j].mean()
+    return W2, b2, ((W2 - r) ** 2).sum(axis=1) + (b2 - r_b) ** 2
+
+
+def naive_gather(v, listed, scale):
+    """A full sync's pairs of a v that is 0 off the coordinates ``listed``
+    (repeats allowed; None: every coordinate): (the non-zeros of v, the
+    indices j of the non-zeros of u = scale·v in increasing j, u there)."""
+    j = np.arange(len(v)) if listed is None else np.unique(listed)
+    with np.errstate(invalid="ignore", under="ignore", over="ignore"):
+        u = scale * v[j]
+    return int(np.count_nonzero(v[j])), j[u != 0], u[u != 0]

@@ -219,7 +219,7 @@ def test_a_fetched_member_awaits_the_result_and_keeps_its_steps():
     if coordinator is not None:
         from mpisgd.comm import _wait
 
-        mean = _wait(handle).mean(axis=0)
+        mean = np.mean(_wait(handle), axis=0)  # the replies, one model each
         tr.send_balanced([0, 1], mean, False)
         coordinator.finish()
     else:

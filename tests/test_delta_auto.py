@@ -47,6 +47,28 @@ def test_auto_delta_is_the_rule_of_the_pilots_rows(learner):
     assert delta == pytest.approx(DELTA_SCALE * eta * math.sqrt(eta * G), rel=1e-12)
 
 
+def test_a_pilot_stopped_and_restored_from_its_state_gives_the_same_statistics():
+    """A checkpoint during the pilot: its rows so far (``Pilot.state_dict``),
+    restored into a new pilot (``load_state_dict``) that takes the rest, give
+    every learner's sum and count exactly, as one pilot that took them all."""
+    rng = np.random.default_rng(5)
+    k, m = 3, 24
+    indptr = np.concatenate([[0], np.cumsum(rng.integers(1, 6, size=m))])
+    data, y, owner = rng.normal(size=indptr[-1]), rng.choice([-1.0, 1.0], size=m), np.arange(m) % k
+    config = ProtocolConfig(pilot_rounds=8)
+    whole = Pilot(config, PAPER, k, 100)
+    whole.add(indptr, data, y, owner)
+    first = Pilot(config, PAPER, k, 100)
+    first.add(indptr[: 10 + 1], data, y[:10], owner[:10])  # learner 0 has 4 rows, 1 and 2 have 3
+    resumed = Pilot(config, PAPER, k, 100)
+    resumed.load_state_dict(first.state_dict())
+    resumed.add(indptr[10:], data, y[10:], owner[10:])
+    assert resumed.statistics() == whole.statistics()
+    assert [n for _s, n in resumed.statistics()] == [8, 8, 8]
+    with pytest.raises(ValueError, match="state of 3 learners, this pilot has 2"):
+        Pilot(config, PAPER, 2, 100).load_state_dict(first.state_dict())
+
+
 def test_the_dynamic_protocol_declares_its_default_delta():
     """One source of truth: Dynamic.defaults; the configuration's field and
     --delta leave Δ unset, a protocol without Δ keeps it unset."""

@@ -59,6 +59,15 @@ WIDE_CASES = [
     ["--protocol", "dynamic", "--delta", "0.3", "--period", "2", "--partial", "0.3"],
 ]
 
+# --partial where violations carry models (the counter hedge, k > 2): partial model messages for the
+# violations, the balance replies and the balancing (docs/ALGORITHMS.md §4.7, docs/WIRE.md)
+PARTIAL_MESSAGE_CASES = [
+    ["--protocol", "dynamic", "--delta", "1", "--period", "2", "--partial", "0.5", "--hedge", "counter",
+     "--counter-limit", "100"],
+    ["--protocol", "dynamic", "--delta", "1", "--period", "2", "--partial", "0.3", "--hedge", "counter",
+     "--counter-limit", "100", "--augmentation", "farthest", "--compress", "q8"],
+]
+
 
 # hierarchical synchronization (--node-size): (ranks, arguments); node size 1 is the flat protocol
 HIER_CASES = [
@@ -131,6 +140,17 @@ def test_simulate_equals_train_sync_sparse_full_syncs(k, case, wide_shards, tmp_
     fs = report["communication"]["sent"]["full_sync"]
     syncs = report["protocol"]["full_syncs"]["total"] - report["protocol"]["full_syncs"]["augmented"] - 1
     assert syncs > 0 and fs["bytes"] < k * dense_nbytes(1100) * (1 + syncs) / 2  # the pairs were used
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("k", [3, 4])
+@pytest.mark.parametrize("case", range(len(PARTIAL_MESSAGE_CASES)))
+def test_simulate_equals_train_sync_with_partial_model_messages(k, case, wide_shards, tmp_path):
+    _assert_equal(wide_shards[k], PARTIAL_MESSAGE_CASES[case], k, tmp_path)
+    report = json.loads((tmp_path / "train" / "report.json").read_text())
+    sent = report["communication"]["sent"]
+    assert report["protocol"]["balancings"] > 0 and report["protocol"]["augmented"] > 0  # replies and results
+    assert 0 < sent["violation"]["bytes"] < sent["violation"]["messages"] * dense_nbytes(1100) / 2  # partial
 
 
 @pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
@@ -239,6 +259,23 @@ def test_partial_averaging_runs_in_the_default_mode(k, wide_shards, tmp_path):
     messages = report["communication"]["sent"]["full_sync"]["messages"]
     assert syncs > 0 and messages == k * (3 * syncs + 1)  # probe, index blocks, sum; the final Allreduce
 
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("case", range(len(PARTIAL_MESSAGE_CASES)))
+def test_partial_model_messages_run_in_the_default_mode(case, wide_shards, tmp_path):
+    """--partial where violations carry models, in the async default mode: the
+    partial violations, the requests asking for S_B, the replies (or a crossing
+    violation taken as one) and the results complete whatever the timing."""
+    k = 3
+    cmd = [str(MPIEXEC), "-n", str(k), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *wide_shards[k],
+           "--out", str(tmp_path), "--quiet", *PARTIAL_MESSAGE_CASES[case]]
+    done = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    sent = report["communication"]["sent"]
+    assert report["protocol"]["violations"] > 0 and report["protocol"]["augmented"] > 0
+    assert 0 < sent["violation"]["bytes"] < sent["violation"]["messages"] * dense_nbytes(1100) / 2  # partial
 
 DEMO = ["--synthetic", "disjunction", "--rounds", "6000", "--features", "100", "--drift-prob", "0.001", "--seed", "0",
         *PAPER_LEARNER, "--protocol", "dynamic", "--delta", "auto", "--period", "6"]

@@ -54,7 +54,7 @@ def test_members_of_a_node_hold_one_model_and_the_mean_is_kept(protocol):
                     data[indptr[lo] : indptr[hi]], y[lo:hi], np.tile(np.arange(k), step))
         sim.t += step
         before = _dense(sim.L).mean(axis=0)
-        sim._check()
+        sim.check(sim.t)
         w = _dense(sim.L)
         np.testing.assert_allclose(w.mean(axis=0), before, rtol=0, atol=1e-10)
         nodes = w.reshape(k // m, m, -1)

@@ -6,7 +6,7 @@ import pytest
 from mpisgd import wire
 from mpisgd.kernels import online, sync
 from mpisgd.learners import OnlineLearners
-from tests.naive import naive_partial_support
+from tests.naive import naive_gather, naive_partial_support
 
 
 def model(rng, k, n, density):
@@ -52,8 +52,10 @@ def test_reference_from_pairs_matches_the_numpy_twin(alphas, density):
     us = [np.where(rng.random(n) < density, rng.standard_normal(n), 0.0) for _ in range(k)]
     m = max(1, max(np.count_nonzero(u) for u in us))
     blocks = np.concatenate([wire.encode_block(a, 0.5, u, m) for a, u in zip(alphas, us)])
-    total = wire.sum_blocks(blocks, n, m)
-    index, counts = wire.block_indices(blocks, m)
+    total = np.zeros(n + 2)
+    counts = np.empty(k, np.int64)
+    index = wire.add_blocks(blocks, n, m, total, counts)
+    np.testing.assert_array_equal(total, wire.sum_blocks(blocks, n, m))
     for b in range(k):
         np.testing.assert_array_equal(index[b, : counts[b]], np.flatnonzero(us[b]))
     r = np.where(rng.random(n) < 0.5, rng.standard_normal(n), 0.0)
@@ -75,11 +77,14 @@ def test_restart_at_matches_restart_where_v_is_zero_off_idx():
         V[:, idx] = rng.standard_normal((k, len(idx)))
         state = [rng.standard_normal(k) for _ in range(5)] + [rng.standard_normal((k, J))]  # α, s, b, P, Q, PX
         alpha, s, bias, P, Q, PX = (x.copy() for x in state)
-        online.restart(0.3, alpha, s, V.copy(), bias, P, Q, PX)
+        T = np.full((k, (n + 63) // 64), 5, np.uint64)
+        online.restart(0.3, alpha, s, V.copy(), T, bias, P, Q, PX)
+        assert not T.any()  # nothing touched since
         got = [x.copy() for x in state]
         W = V.copy()
-        online.restart_at(idx, 0.3, got[0], got[1], W, got[2], got[3], got[4], got[5])
-        assert not W.any()
+        T[:] = 5
+        online.restart_at(idx, 0.3, got[0], got[1], W, T, got[2], got[3], got[4], got[5])
+        assert not W.any() and not T.any()
         for a, b in zip(got, (alpha, s, bias, P, Q, PX)):
             np.testing.assert_array_equal(a, b)
 
@@ -132,6 +137,90 @@ def test_gather_pairs_matches_the_numpy_twin(density, scale):
     assert c == len(want)
     np.testing.assert_array_equal(idx[:c], want)
     np.testing.assert_array_equal(vals[:c], u[want])
+
+
+def bits_of(coordinates, n):
+    """The touched words (uint64, ⌈n/64⌉) whose set bits are ``coordinates``, as NumPy packs them."""
+    flags = np.zeros(64 * ((n + 63) // 64), dtype=bool)
+    flags[np.asarray(coordinates, dtype=np.int64)] = True
+    return np.packbits(flags, bitorder="little").view(np.uint64)
+
+
+@pytest.mark.parametrize("density", [0.0, 0.01, 0.3, 1.0])
+@pytest.mark.parametrize("scale", [0.5, 1e-320])
+def test_gather_listed_matches_gather_pairs_where_v_is_zero_off_the_list(density, scale):
+    rng = np.random.default_rng(7)
+    n = 1003  # the last word partly used
+    v = np.where(rng.random(n) < density, rng.standard_normal(n), 0.0)
+    v[[0, 9, 17, 500, 63, 64, n - 1]] = [-0.0, np.nan, np.inf, 1e-300, 2.0, 3.0, 4.0]
+    # repeats, out of order, and coordinates where v is 0 (a step that cancelled): visited once, nothing sent
+    listed = rng.permutation(np.concatenate([np.flatnonzero(v), np.flatnonzero(v), rng.choice(n, 30)]))
+    bits = np.zeros((n + 63) // 64, np.uint64)
+    nnz, idx, u = naive_gather(v, listed, scale)
+    with np.errstate(invalid="ignore", under="ignore", over="ignore"):
+        want = [np.full(n, 7.0), np.full(n, -7, np.int32)]
+        got = [np.full(n, 7.0), np.full(n, -7, np.int32)]
+        assert sync.gather_listed(v, listed.astype(np.int32), bits, scale, *got) == (nnz, len(idx))
+        assert sync.gather_pairs(v, scale, *want) == (nnz, len(idx))
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got[1][: len(idx)], idx)
+    np.testing.assert_array_equal(got[0][: len(idx)], u)
+    assert not bits.any()  # left clear for the next gather
+
+
+@pytest.mark.parametrize("listed, scale", [(3, 0.5), (-1, 0.5), (3, np.inf)])
+def test_gather_reads_the_list_where_it_is_kept_and_the_scale_finite(listed, scale):
+    """``sync.gather``: the list's coordinates, or all n (a dropped list, or scale·0 not 0)."""
+    n = 130
+    V = np.zeros((2, n))
+    V[1, [5, 64, 129]] = [1.0, -2.0, 3.0]
+    T = np.zeros((2, 4), np.int32)
+    T[1, :3] = [129, 5, 64]
+    counts, s = np.array([0, listed]), np.array([1.0, scale])
+    vals, idx = np.full(n, 7.0), np.full(n, -7, np.int32)
+    with np.errstate(invalid="ignore"):
+        nnz, want, u = naive_gather(V[1], T[1, :listed] if listed >= 0 and np.isfinite(scale) else None, scale)
+    assert sync.gather(1, s, V, T, counts, np.zeros(3, np.uint64), vals, idx) == (nnz, len(want))
+    np.testing.assert_array_equal(idx[: len(want)], want)
+    np.testing.assert_array_equal(vals[: len(want)], u)
+
+
+def listed_set(L, l):
+    return set(L.T[l, : L.listed[l]].tolist()) if L.listed[l] >= 0 else None
+
+
+def test_learning_lists_the_coordinates_it_steps_on():
+    """T after steps: the coordinates of every row learned with a step since the restart, in
+    order (a superset of v's non-zeros); set_models and a restored state list v's non-zeros;
+    a list that outgrows T is dropped (−1), and a restart starts it again."""
+    rng = np.random.default_rng(8)
+    n, k, m = 200, 2, 12
+    L = OnlineLearners(k, n, loss="log", eta0=0.1)  # every row makes a step
+    rows = [np.sort(rng.choice(n, rng.integers(1, 6), replace=False)) for _ in range(m)]
+    indptr = np.cumsum([0] + [len(r) for r in rows])
+    indices = np.concatenate(rows).astype(np.int32)
+    y = np.where(rng.random(m) < 0.5, -1.0, 1.0)
+    owner = rng.integers(0, k, m)
+    for l in range(k):
+        L.set_models([l], np.eye(1, n + 2, 3 + l)[0] + np.eye(1, n + 2, n + 1)[0])
+        assert L.listed[l] == 1 and L.T[l, 0] == 3 + l
+    L.learn(indptr, indices, np.ones(len(indices)), y, owner)
+    for l in range(k):
+        stepped = [j for i in range(m) if owner[i] == l for j in rows[i]]
+        np.testing.assert_array_equal(L.T[l, : L.listed[l]], [3 + l] + stepped)
+    restored = OnlineLearners(k, n, loss="log", eta0=0.1)
+    restored.load_state_dict(L.state_dict())
+    for l in range(k):
+        assert listed_set(restored, l) == set(np.flatnonzero(L.V[l]).tolist())
+    every = np.arange(n, dtype=np.int32)  # n entries: more than T holds
+    L.learn(np.array([0, n]), every, np.ones(n), np.ones(1), np.zeros(1, np.int64))
+    assert L.listed[0] == -1 and listed_set(L, 1) is not None
+    dense = np.ones(n + 2)
+    L.set_models([1], dense)
+    assert L.listed[1] == -1
+    L.set_reference(L.mean_model())
+    assert L.listed.tolist() == [0, 0]
 
 
 # -- partial averaging (docs/ALGORITHMS.md §4.7) ----------------------------------
@@ -224,3 +313,61 @@ def test_partial_sync_with_the_whole_budget_averages_nothing_but_the_bias():
     support = partial_sync(L, float(np.max(L.distances())) + 1.0)
     assert len(support) == 0
     np.testing.assert_allclose(np.array([L.weights(l)[0] for l in range(2)]), W, rtol=1e-12, atol=1e-14)
+
+
+# -- partial model messages: balancing (docs/ALGORITHMS.md §4.7) ---------------------------------
+
+
+@pytest.mark.parametrize("compress", ["none", "q8"])
+@pytest.mark.parametrize("theta", [0.1, 0.5])
+def test_partial_balancing_keeps_the_mean_and_meets_each_members_condition(theta, compress):
+    """Violators send their partial models, a fetched member its own on S_B and
+    beyond; every member takes the balanced model on its S_l: the mean of all
+    models is kept on every coordinate, off S_l nothing moves, and the
+    coordinator's ‖w_l − r‖² of each member (``PartialBalance``) is the one it
+    holds (uncompressed), as the NumPy twin makes it."""
+    from mpisgd.protocol.coordinator import PartialBalance
+    from tests.naive import naive_partial_balance
+
+    k, n = 4, 200
+    L = trained(k, n, False, seed=int(theta * 10))
+    L.compress = compress
+    W = np.array([L.weights(l)[0] for l in range(k)])
+    b = L.bias.copy()
+    r, r_b = L.reference
+    budget = theta * float(np.max(L.distances()))
+    violators, fetched = [0, 1], [2, 3]
+    sent = [L.partial_message(l, budget)[1] for l in violators]
+    balance = PartialBalance(sent)
+    asked = balance.support()
+    replies = [L.partial_message(l, budget, asked)[1] for l in fetched]
+    balance.add(replies)
+    parts = [*sent, *replies]
+    mean = balance.mean()
+    steps = balance.farthest()  # the coordinator's largest ‖w_l − r‖² after the balancing
+    request, held = next(steps), []
+    try:
+        while True:
+            held.append(L.divergence(request[1]))
+            request = steps.send(held[-1])
+    except StopIteration as stop:
+        farthest = stop.value
+    for l, part in zip([*violators, *fetched], parts, strict=True):
+        L.take_part(l, mean, part)
+    W2 = np.array([L.weights(l)[0] for l in range(k)])
+    np.testing.assert_allclose(W2.mean(axis=0), W.mean(axis=0), rtol=1e-12, atol=1e-12)  # on every coordinate
+    np.testing.assert_allclose(L.bias.mean(), b.mean(), rtol=1e-12)
+    for l, part in enumerate(parts):
+        np.testing.assert_array_equal(W2[l, ~part.support], W[l, ~part.support])  # off S_l nothing moves
+        assert set(np.flatnonzero(parts[l].support)) >= (set(asked) if l in fetched else set())
+    rhos = np.array([p.rho for p in parts])
+    assert farthest == max(np.array(held) + rhos)
+    if compress == "none":  # q8: each member also keeps its own rounding error on S_l (error feedback)
+        np.testing.assert_allclose(L.distances(), np.array(held) + rhos, rtol=1e-9)  # exact, without the residuals
+        W_twin, b_twin, dist_twin = naive_partial_balance(W, b, r, r_b, [set(), set(), set(asked), set(asked)],
+                                                          budget)
+        np.testing.assert_allclose(W2, W_twin, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(L.bias, b_twin, rtol=1e-12)
+        np.testing.assert_allclose(L.distances(), dist_twin, rtol=1e-9)
+        assert np.all(rhos <= budget * (1 + 1e-12))
+

@@ -8,6 +8,7 @@ import scipy.sparse as sp
 
 from mpisgd import wire
 from mpisgd.errors import MpisgdError
+from mpisgd.kernels import sync
 from mpisgd.kernels.losses import CLASSIFICATION_LOSSES, DEFAULT_PARAM, LOSSES
 from mpisgd.learners import OnlineLearners
 from naive import NaiveOnline, naive_fda_summaries, naive_projector, naive_variance
@@ -155,6 +156,25 @@ def test_distance_check_cost_does_not_touch_v():
     L = OnlineLearners(4, 10)
     L.V[:] = np.nan  # distances read only the scalars α, s, P, Q, b
     assert np.all(np.isfinite(L.distances()))
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.1])
+def test_the_distance_holds_whether_or_not_R_is_kept(lam):
+    """R = ‖r‖² is kept where α can leave 1 (λ > 0, or a model taken with α ≠ 1); with λ = 0
+    after a new reference every α is 1 and R is 0, and the distances are still ‖w − r‖²."""
+    X, y = make_data(40, 6, seed=10)
+    L = OnlineLearners(2, 6, lam=lam, eta0=0.3)
+    L.learn(X.indptr, X.indices, X.data, y, np.arange(40) % 2)
+    L.set_reference(L.mean_model())
+    L.learn(X.indptr, X.indices, X.data, y, np.arange(40) % 2)
+    assert L.R == (float(L.r @ L.r) if lam else 0.0)
+    z = L.models([1])[0]
+    z[-1] = 0.5  # α = 1/2: R enters the distance
+    L.set_models([1], z)
+    assert L.R == float(L.r @ L.r)
+    w = L.alpha[:, None] * L.r + L.s[:, None] * L.V
+    want = ((w - L.r) ** 2).sum(axis=1) + (L.bias - L.r_bias) ** 2
+    np.testing.assert_allclose(L.distances(), want, rtol=1e-12)
 
 
 def test_state_dict_round_trip():
@@ -373,8 +393,8 @@ def test_warm_up_loads_the_kernels_of_a_run_on_shard_rows():
 
 @pytest.mark.parametrize("lam", [0.0, 1e-3])
 def test_sync_pairs_match_the_model_and_its_non_zeros(lam):
-    """A full sync's pairs, from v (``sync_pairs``) and from the dense z
-    (``sync_pairs_and_model``): the non-zeros of u = s·v, in increasing j."""
+    """A full sync's pairs (``sync_pairs``): the non-zeros of u = s·v, in increasing j; the
+    model made from them (``sync.model_of_pairs``) is z."""
     rng = np.random.default_rng(7)
     n, m = 500, 30
     L = OnlineLearners(1, n, loss="log", eta0=0.5, lam=lam)
@@ -383,13 +403,12 @@ def test_sync_pairs_match_the_model_and_its_non_zeros(lam):
             np.zeros(m, np.int64))
     z = L.models([0])[0]
     want = np.flatnonzero(z[:n])
-    for from_model in (False, True):
-        vals, idx = np.full(n, 7.0), np.full(n, -7, np.int32)
-        out = (L.sync_pairs_and_model if from_model else L.sync_pairs)(0, vals, idx)
-        assert out[:2] == (np.count_nonzero(L.V[0]), len(want))
-        np.testing.assert_array_equal(idx[: len(want)], want)
-        np.testing.assert_array_equal(vals[: len(want)], z[want])
-        if from_model:
-            np.testing.assert_array_equal(out[2], z)
-        else:
-            assert out[2:] == (z[n], z[n + 1])
+    vals, idx = np.full(n, 7.0), np.full(n, -7, np.int32)
+    out = L.sync_pairs(0, vals, idx)
+    assert out[:2] == (np.count_nonzero(L.V[0]), len(want))
+    np.testing.assert_array_equal(idx[: len(want)], want)
+    np.testing.assert_array_equal(vals[: len(want)], z[want])
+    assert out[2:] == (z[n], z[n + 1])
+    made = np.full(n + 2, 7.0)
+    sync.model_of_pairs(vals[: len(want)], idx[: len(want)], *out[2:], made)
+    np.testing.assert_array_equal(made, z)

@@ -346,6 +346,85 @@ def test_wire_index_blocks(seed, m, flips):
         np.testing.assert_array_equal(wire.union_of_blocks(buf, n, m), expected)
 
 
+def naive_decode_partial(raw, n):
+    """(z, ρ, S_l) of an uncompressed partial model message read field by field; None if invalid."""
+    if len(raw) < 8:
+        return None
+    rho = float(np.frombuffer(raw[-8:], "<f8")[0])
+    model = raw[:-8]
+    if not (np.isfinite(rho) and rho >= 0) or len(model) < 16:
+        return None
+    alpha, bias = np.frombuffer(model[:16], "<f8")
+    z, support = np.zeros(n + 2), np.zeros(n, bool)
+    if len(model) == 16 + 8 * n:
+        z[:n] = np.frombuffer(model[16:], "<f8")
+        support[:] = True
+    elif (len(model) - 16) % 12 == 0 and len(model) < 16 + 8 * n:
+        count = (len(model) - 16) // 12
+        vals = np.frombuffer(model[16 : 16 + 8 * count], "<f8")
+        idx = [int(i) for i in np.frombuffer(model[16 + 8 * count :], "<i4")]
+        if any(not 0 <= i < n for i in idx) or any(b <= a for a, b in zip(idx, idx[1:])):
+            return None
+        z[idx] = vals
+        support[idx] = True
+    else:
+        return None
+    if alpha != 1.0:
+        return None
+    z[n], z[n + 1] = bias, alpha
+    return z, rho, support
+
+
+@share(1.0)
+@given(st.integers(0, 2**63), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 7)), max_size=3),
+       st.integers(-2, 2))
+def test_wire_partial_model_messages(seed, flips, cut):
+    """A valid partial model message (a violation or balance reply under --partial)
+    with bits flipped and bytes cut or added: the twin's (z, ρ, S_l), or refused."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    idx = np.sort(rng.choice(n, int(rng.integers(0, n + 1)), replace=False)).astype(np.int32)
+    vals = np.where(rng.random(len(idx)) < 0.2, 0.0, rng.standard_normal(len(idx)))  # zeros asked for, kept
+    raw = bytearray(wire.encode_partial(float(rng.standard_normal()), idx, vals, float(rng.random()), n, "none")
+                    .tobytes())
+    for pos, bit in flips:
+        raw[pos % len(raw)] ^= 1 << bit
+    raw = raw[: len(raw) + cut] if cut < 0 else raw + bytes(cut)
+    expected = naive_decode_partial(bytes(raw), n)
+    buf = np.frombuffer(bytes(raw), np.uint8)
+    if expected is None:
+        with pytest.raises(MpisgdError, match="wire: "):
+            wire.decode_partial(buf, n)
+    else:
+        part = wire.decode_partial(buf, n)
+        np.testing.assert_array_equal(part.z, expected[0])
+        assert part.rho == expected[1]
+        np.testing.assert_array_equal(part.support, expected[2])
+
+
+@share(1.0)
+@given(st.integers(0, 2**63), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 7)), max_size=3),
+       st.integers(-2, 2))
+def test_wire_balance_requests(seed, flips, cut):
+    """A balance request asking for S_B with bits flipped and bytes cut or added:
+    its (results, S_B) read field by field, or refused."""
+    rng = np.random.default_rng(seed)
+    n = 50
+    asked = np.sort(rng.choice(n, int(rng.integers(0, 8)), replace=False))
+    raw = bytearray(wire.encode_request(int(rng.integers(0, 100)), asked).tobytes())
+    for pos, bit in flips:
+        raw[pos % len(raw)] ^= 1 << bit
+    raw = raw[: len(raw) + cut] if cut < 0 else raw + bytes(cut)
+    buf = np.frombuffer(bytes(raw), np.uint8)
+    idx = [int(i) for i in np.frombuffer(bytes(raw[8:]), "<i4")] if len(raw) >= 8 and len(raw) % 4 == 0 else None
+    if idx is None or any(not 0 <= i < n for i in idx) or any(b <= a for a, b in zip(idx, idx[1:])):
+        with pytest.raises(MpisgdError, match="wire: "):
+            wire.decode_request(buf, n)
+    else:
+        results, got = wire.decode_request(buf, n)
+        assert results == int(np.frombuffer(bytes(raw[:8]), "<i8")[0]) and got.tolist() == idx
+
+
 # -- LIBSVM ----------------------------------------------------------------------------
 
 

@@ -22,7 +22,7 @@ class DenseTransport:
         self.reference = np.array(reference, dtype=np.float64)
         self.fetched = []
 
-    def fetch(self, ids):
+    def fetch(self, ids, asked=None):
         self.fetched.extend(int(i) for i in ids)
         return self.models[ids].copy()
 
@@ -464,7 +464,7 @@ class ScriptedTransport:
         self.divergences += 1
         return math.inf if self.divergences == 1 else 0.0  # the violator alone is not balanced: B grows
 
-    def start_fetch(self, ids, violations):
+    def start_fetch(self, ids, asked, violations):
         self.requests += [int(i) for i in ids if int(i) not in violations]
         return ScriptedFetch(ids, violations)
 

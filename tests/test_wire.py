@@ -191,6 +191,30 @@ def test_pairs_blocks_sum_in_order_and_refuse_bad_blocks():
         wire.sum_blocks(blocks[0][:-1], n, m)
     with pytest.raises(MpisgdError, match="at most m = 4 non-zeros"):
         wire.encode_block(1.0, 0.0, u_of([0, 1, 2, 3, 4], 1.0), m)
+    bad = blocks[0].copy()
+    bad[16:24].view(np.float64)[0] = np.nan
+    with pytest.raises(MpisgdError, match="pairs block"):
+        wire.sum_blocks(bad, n, m)
+
+
+@pytest.mark.parametrize("m", [3, 4])  # every other block unaligned, or none
+def test_filled_blocks_are_the_encoded_ones_and_add_up_with_their_indices(m):
+    n = 20
+    rng = np.random.default_rng(3)
+    us = [np.where(rng.random(n) < 0.15, rng.standard_normal(n), 0.0)[:n] for _ in range(3)]
+    for u in us:
+        u[np.flatnonzero(u)[m:]] = 0.0  # at most m non-zeros
+    encoded = [wire.encode_block(0.5 + l, -l, u, m) for l, u in enumerate(us)]
+    for l, u in enumerate(us):
+        j = np.flatnonzero(u).astype(np.int32)
+        buf = np.full(wire.sync_block_nbytes(m), 255, np.uint8)  # the padding is zeroed
+        np.testing.assert_array_equal(wire.fill_block(buf, 0.5 + l, -l, u[j], j, m), encoded[l])
+    total = np.zeros(n + 2)
+    counts = np.empty(3, np.int64)
+    index = wire.add_blocks(np.concatenate(encoded), n, m, total, counts)
+    np.testing.assert_array_equal(total, wire.sum_blocks(np.concatenate(encoded), n, m))
+    for l, u in enumerate(us):
+        np.testing.assert_array_equal(index[l, : counts[l]], np.flatnonzero(u))
 
 
 def test_index_blocks_unite_and_refuse_bad_blocks():
@@ -333,3 +357,70 @@ def test_a_check_points_messages_are_defined_once_for_both_modes():
     assert list(wire.SEQUENCE["async"]["fullsync_command"].nbytes(0, 11, 12)) == list(wire.fullsync_nbytes(12))
     source = inspect.getsource(simulator.SimTransport)
     assert "mode ==" not in source and "mode !=" not in source
+
+
+# -- partial model messages and balance requests (--partial, docs/WIRE.md) ------------------------
+
+
+@pytest.mark.parametrize("compress", ["none", "q8", "fp16"])
+@pytest.mark.parametrize("count", [0, 1, 5, 40, 60])  # none: sparse below 12·count < 8·n (n = 60), then dense
+def test_partial_round_trip_keeps_the_support_with_its_zeros(compress, count):
+    n = 60
+    rng = np.random.default_rng(count)
+    idx = np.sort(rng.choice(n, count, replace=False)).astype(np.int32)
+    vals = rng.standard_normal(count)
+    vals[::3] = 0.0  # a coordinate asked for where the learner has no divergence: sent, as 0
+    uniform = wire.uniforms([1], [0], count)[0]
+    buf = wire.encode_partial(0.25, idx, vals, 3.5, n, compress, uniform)
+    assert len(buf) == wire.partial_nbytes(count, n, compress)
+    part = wire.decode_partial(buf, n, compress)
+    support = np.zeros(n, bool)
+    support[idx] = True
+    if compress == "none" and 12 * count >= 8 * n:
+        support[:] = True  # dense: every coordinate sent
+    np.testing.assert_array_equal(part.support, support)
+    assert part.rho == 3.5 and part.z[n] == 0.25 and part.z[n + 1] == 1.0
+    assert np.all(part.z[:n][~support] == 0.0)
+    if compress == "none":
+        np.testing.assert_array_equal(part.z[idx], vals)
+    else:
+        np.testing.assert_allclose(part.z[idx], vals, atol=2 * np.max(np.abs(vals), initial=0) / 127)
+
+
+@pytest.mark.parametrize("compress", ["none", "q8"])
+def test_partial_bad_messages_are_refused(compress):
+    n = 60
+    good = wire.encode_partial(0.0, np.array([2, 7], np.int32), np.array([1.0, -1.0]), 0.5, n, compress,
+                               wire.uniforms([0], [0], 2)[0])
+    cases = {"shorter than its ρ": good[:5], "not finite and >= 0": None, "not 1": None}
+    rho = good.copy()
+    rho[-8:] = np.array([-1.0]).view(np.uint8)
+    cases["not finite and >= 0"] = rho
+    alpha = good.copy()
+    alpha[:8] = np.array([2.0]).view(np.uint8)
+    cases["not 1"] = alpha
+    for match, buf in cases.items():
+        with pytest.raises(MpisgdError, match=match):
+            wire.decode_partial(buf, n, compress)
+    with pytest.raises(MpisgdError, match="wire: "):
+        wire.decode_partial(good[:-9], n, compress)  # the model message cut short
+    swapped = good.copy()  # indices out of order: after float64 [1, b, 2 values], or the compressed header
+    head = 32 if compress == "none" else wire.HEAD
+    swapped[head : head + 8] = np.array([7, 2], np.int32).view(np.uint8)
+    with pytest.raises(MpisgdError, match="not strictly increasing"):
+        wire.decode_partial(swapped, n, compress)
+
+
+def test_balance_requests_round_trip_and_refuse_bad_indices():
+    assert len(wire.encode_request(5)) == wire.request_nbytes(0) == wire.CONTROL_BYTES
+    results, asked = wire.decode_request(wire.encode_request(5), 10)
+    assert results == 5 and len(asked) == 0
+    buf = wire.encode_request(3, np.array([1, 4, 9]))
+    assert len(buf) == wire.request_nbytes(3)
+    results, asked = wire.decode_request(buf, 10)
+    assert results == 3 and asked.tolist() == [1, 4, 9]
+    for bad in ([4, 1], [1, 10], [-1, 2], [3, 3]):
+        with pytest.raises(MpisgdError, match="not strictly increasing"):
+            wire.decode_request(wire.encode_request(0, np.array(bad)), 10)
+    with pytest.raises(MpisgdError, match="is not int64 then int32"):
+        wire.decode_request(buf[:-1], 10)

@@ -26,6 +26,13 @@ takes the same sparse update as P, so that with RX_q = ξ_q,w·r
 
 costs O(J) per learner (``summaries``). J = 0 costs nothing.
 
+Touched coordinates: learner l lists in T[l, :listed_l] (int32, repeats
+allowed) every coordinate a step has moved v_l on since it last restarted at
+r, so that v_l is 0 off the list; a full sync gathers v_l's non-zeros from
+the list instead of all n coordinates (``mpisgd.kernels.sync.gather``).
+A list that would outgrow T's width is dropped (listed_l = −1): the gather
+then scans all n, which costs no more by then.
+
 Update rules (``rule``): SGD as above, or the passive-aggressive rules of
 Crammer, Dekel, Keshet, Shalev-Shwartz and Singer (2006) for the hinge loss
 ℓ = max(0, 1 − y·p): w ← w + τ·y·x, b ← b + τ·y, with ‖x‖² counting the bias
@@ -64,7 +71,7 @@ S_MIN = 1e-5
 # arrays (numba's dispatch costs about 35 ns an argument): one row of F (float64, (len(FLOATS), k))
 # and of I (int64, (len(COUNTS), k)) each, and the options as two vectors, in these orders.
 FLOATS = ("alpha", "s", "bias", "P", "Q", "alpha_sum", "s_sum", "bias_sum", "loss_sum")
-COUNTS = ("steps", "n_avg", "errors", "examples")
+COUNTS = ("steps", "n_avg", "errors", "examples", "listed")
 CODES = ("loss", "schedule", "rule", "fit_intercept", "regularize_bias", "average", "classification",
          "ties_are_errors")  # int64: a code or a flag (0/1)
 VALUES = ("loss_param", "eta0", "lam", "t0", "power", "aggressiveness", "gamma", "l1")  # float64
@@ -105,7 +112,22 @@ def exact_px(l, V, Xi, PX):
 
 
 @njit(cache=True)
-def set_models(ids, z, alpha, s, V, bias, P, Q, A, U, alpha_sum, s_sum, r, average, Xi, PX):
+def touched_from(l, V, T, listed):
+    """Learner l's list of touched coordinates made from v_l: its non-zeros, or dropped (−1) if
+    they outnumber T's width."""
+    c = 0
+    for j in range(V.shape[1]):
+        if V[l, j] != 0.0:
+            if c == T.shape[1]:
+                listed[l] = -1
+                return
+            T[l, c] = j
+            c += 1
+    listed[l] = c
+
+
+@njit(cache=True)
+def set_models(ids, z, alpha, s, V, T, listed, bias, P, Q, A, U, alpha_sum, s_sum, r, average, Xi, PX):
     """Learners ids take the model z = [u, b, α] (w = α·r + u), s = 1."""
     n = V.shape[1]
     for l in ids:
@@ -113,6 +135,7 @@ def set_models(ids, z, alpha, s, V, bias, P, Q, A, U, alpha_sum, s_sum, r, avera
             flush_average(l, alpha_sum, s_sum, V, U, A, r)
         for j in range(n):
             V[l, j] = z[j]
+        touched_from(l, V, T, listed)
         s[l] = 1.0
         bias[l] = z[n]
         alpha[l] = z[n + 1]
@@ -147,21 +170,24 @@ def _at_reference(l, r_bias, alpha, s, bias, P, Q, PX):
 
 
 @njit(cache=True)
-def restart(r_bias, alpha, s, V, bias, P, Q, PX):
-    """Every learner at the reference r: u = 0 (v = 0, so P = Q = 0 and PX = 0), α = s = 1, b = r_b."""
+def restart(r_bias, alpha, s, V, listed, bias, P, Q, PX):
+    """Every learner at the reference r: u = 0 (v = 0, so P = Q = 0 and PX = 0, nothing touched),
+    α = s = 1, b = r_b."""
     k, n = V.shape
     for l in range(k):
         for j in range(n):
             V[l, j] = 0.0
+        listed[l] = 0
         _at_reference(l, r_bias, alpha, s, bias, P, Q, PX)
 
 
 @njit(cache=True)
-def restart_at(idx, r_bias, alpha, s, V, bias, P, Q, PX):
+def restart_at(idx, r_bias, alpha, s, V, listed, bias, P, Q, PX):
     """``restart`` of learners whose v is 0 off idx: v ← 0 on idx only."""
     for l in range(V.shape[0]):
         for j in idx:
             V[l, j] = 0.0
+        listed[l] = 0
         _at_reference(l, r_bias, alpha, s, bias, P, Q, PX)
 
 
@@ -211,8 +237,8 @@ def mean_model(alpha, s, V, bias, out):
 
 
 @njit(cache=True, nogil=True)  # lets the reader thread read ahead meanwhile
-def learn_rows(indptr, indices, data, y, owner, check_end, threshold, F, I, V, A, U, r, Xi, PX, R, r_bias, codes,
-               values):
+def learn_rows(indptr, indices, data, y, owner, check_end, threshold, F, I, V, T, A, U, r, Xi, PX, R, r_bias,
+               codes, values):
     """Predict, charge, then learn from each row i with learner owner[i];
     after the first check_end[c] rows (ascending), check c: every learner's
     ‖w_l − r‖² ≤ threshold[c] (+inf: no check), stopping right after the
@@ -228,10 +254,11 @@ def learn_rows(indptr, indices, data, y, owner, check_end, threshold, F, I, V, A
     violator (if not, every row was learned).
 
     The learners' scalars are the rows of F and I, the options codes and
-    values, in the orders FLOATS, COUNTS, CODES and VALUES.
+    values, in the orders FLOATS, COUNTS, CODES and VALUES; T their lists of
+    touched coordinates.
     """
     alpha, s, bias, P, Q, alpha_sum, s_sum, bias_sum, loss_sum = F[0], F[1], F[2], F[3], F[4], F[5], F[6], F[7], F[8]
-    steps, n_avg, errors, examples = I[0], I[1], I[2], I[3]
+    steps, n_avg, errors, examples, listed = I[0], I[1], I[2], I[3], I[4]
     loss_code, schedule, rule = codes[0], codes[1], codes[2]
     fit_intercept, regularize_bias, average = codes[3] != 0, codes[4] != 0, codes[5] != 0
     classification, ties_are_errors = codes[6] != 0, codes[7] != 0
@@ -239,6 +266,7 @@ def learn_rows(indptr, indices, data, y, owner, check_end, threshold, F, I, V, A
     aggressiveness, rda_gamma, rda_l1 = values[5], values[6], values[7]
     k, n = V.shape
     J = Xi.shape[0]
+    room = T.shape[1]
     m = y.shape[0]
     made = 0  # the checks made
     n_checks = check_end.shape[0]
@@ -333,6 +361,13 @@ def learn_rows(indptr, indices, data, y, owner, check_end, threshold, F, I, V, A
                 V[l, j] = vj + dv
             P[l] += dp
             Q[l] += dq
+            end = listed[l]  # x's coordinates appended to the list, or the list dropped
+            if end >= 0:
+                if end + (hi - lo) > room:
+                    listed[l] = -1
+                else:
+                    T[l, end : end + (hi - lo)] = indices[lo:hi]
+                    listed[l] = end + (hi - lo)
             for q in range(J):  # PX changes by ξ_q,w·δ (a loop of its own: J = 0 leaves the one above as it was)
                 dpx = 0.0
                 for jj in range(lo, hi):

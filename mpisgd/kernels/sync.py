@@ -5,8 +5,11 @@ of every learner's z; in between, for the pairs exchange, the non-zeros of u
 in one pass and the sum of the blocks in one pass each, and the new
 reference from that sum where it changes."""
 
+import math
+
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 
 @njit(cache=True)
@@ -117,6 +120,56 @@ def gather_pairs(v, scale, vals, idx):
 
 
 @njit(cache=True)
+def gather(l, s, V, T, listed, bits, vals, idx):
+    """A full sync's pairs of learner l (u = s_l·v_l): ``gather_listed`` on its
+    list of touched coordinates (``mpisgd.kernels.online``), or, with the
+    list dropped or a scale that is not finite, ``gather_pairs`` over all n.
+    Returns (the non-zeros of v_l, the pairs written)."""
+    if listed[l] >= 0 and math.isfinite(s[l]):
+        return gather_listed(V[l], T[l, : listed[l]], bits, s[l], vals, idx)
+    return gather_pairs(V[l], s[l], vals, idx)
+
+
+@njit(cache=True)
+def gather_listed(v, listed, bits, scale, vals, idx):
+    """``gather_pairs`` of a v that is 0 off the coordinates ``listed``
+    (``mpisgd.kernels.online``, "Touched coordinates"; repeats allowed): their
+    bits set in ``bits`` (uint64, ⌈n/64⌉ words, 0 before and after), then the
+    words walked in increasing j, each set bit visited once. The scale must be
+    finite (else scale·0 is not 0 and every j counts)."""
+    for j in listed:
+        bits[j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+    nnz = 0
+    c = 0
+    for w in range(bits.shape[0]):
+        word = bits[w]
+        if word == 0:
+            continue
+        bits[w] = 0
+        while word:
+            j = 64 * w + trailing_zeros(word)
+            word &= word - np.uint64(1)  # the lowest bit cleared
+            nnz += v[j] != 0.0
+            u = scale * v[j]
+            if u != 0.0:
+                vals[c] = u
+                idx[c] = j
+                c += 1
+    return nnz, c
+
+
+@njit(cache=True)
+def model_of_pairs(vals, idx, bias, alpha, z):
+    """z = [u, b, α] with u = vals at idx and 0 elsewhere (a model from its pairs)."""
+    n = z.shape[0] - 2
+    z[:n] = 0.0
+    for i in range(idx.shape[0]):
+        z[idx[i]] = vals[i]
+    z[n] = bias
+    z[n + 1] = alpha
+
+
+@njit(cache=True)
 def add_pairs(total, vals, idx, n):
     """total[idx[i]] += vals[i] in one pass; False (total left partly added)
     unless every index lies in [0, n) and they strictly increase."""
@@ -127,6 +180,45 @@ def add_pairs(total, vals, idx, n):
             return False
         last = j
         total[j] += vals[i]
+    return True
+
+
+@njit(cache=True)
+def fill_block(buf, alpha, bias, vals, idx, m):
+    """One rank's pairs block (uint8, 24 + 12m bytes, 8-aligned: float64 [α, b,
+    count, values, 0 …] (3 + m), then int32 [idx, 0 …] (m)) from its pairs
+    (vals, idx: at most m of them)."""
+    head = buf[: 24 + 8 * m].view(np.float64)
+    index = buf[24 + 8 * m : 24 + 12 * m].view(np.int32)
+    c = vals.shape[0]
+    head[0] = alpha
+    head[1] = bias
+    head[2] = c
+    head[3 : 3 + c] = vals
+    head[3 + c :] = 0.0
+    index[:c] = idx
+    index[c:] = 0
+
+
+@njit(cache=True)
+def add_blocks(heads, index, n, total, counts):
+    """total += Σ z of k pairs blocks (block b: heads[b] = float64 [α, b, count,
+    values …] (3 + m), index[b] its int32 indices (m), views of the received
+    bytes, unaligned where they lie so), in order, each as ``add_pairs`` and
+    then its b and α; counts[b] = its count. False (total left partly added)
+    unless every count is a whole number in [0, m] and every block's indices
+    lie in [0, n) and strictly increase."""
+    m = index.shape[1]
+    for b in range(heads.shape[0]):
+        count = heads[b, 2]
+        if not 0.0 <= count <= m or count != int(count):  # NaN fails the first
+            return False
+        c = int(count)
+        counts[b] = c
+        if not add_pairs(total, heads[b, 3 : 3 + c], index[b, :c], n):
+            return False
+        total[n] += heads[b, 1]
+        total[n + 1] += heads[b, 0]
     return True
 
 

@@ -13,7 +13,8 @@ for each concern of the protocol, and no MPI.
                      simulator's default mode (resolutions d rounds late)
     coordinator.py   Coordinator: resolution, hedges, augmentation (rank 0)
     delta.py         Δ: the auto rule's pilot, the budget's steering
-    rounds.py        a rank's rounds between its stops, by mode (Lockstep: sync; AsyncRounds: async; rounds_of picks)
+    rounds.py        a rank's rounds between the stops of the engine loop, by mode (Lockstep: sync; AsyncRounds:
+                     async; rounds_of picks)
     asynchronous.py  the default mode's state machine: AsyncLearner (every rank), AsyncCoordinator (rank 0),
                      AsyncRounds (its rounds)
     hierarchy.py     NodeCheckPoints: node averages and the leaders' protocol

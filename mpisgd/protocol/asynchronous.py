@@ -11,6 +11,7 @@ import os
 import time
 
 from mpisgd.errors import MpisgdError
+from mpisgd.protocol.rounds import Rounds
 from mpisgd.wire import BALANCED, CUT, DIST, DONE, EPOCHS, FINISH, FULLSYNC, NEWREF, REQUEST, STOP
 
 
@@ -82,7 +83,8 @@ class AsyncLearner:
         tr.wait_full_sync()  # rank 0 sends more only once every rank has joined it
         tag, code, value = tr.receive(found)
         if tag == REQUEST:
-            self._defer(lambda: tr.epoch >= value, self._reply)
+            results, asked = value
+            self._defer(lambda: tr.epoch >= results, lambda: self._reply(asked))
         elif tag in (BALANCED, NEWREF):
             tr.take(value, tag == NEWREF)
             self._release()
@@ -96,12 +98,13 @@ class AsyncLearner:
             self._join_cut()
         return code
 
-    def _reply(self):
-        """Answer a REQUEST: this learner's model; a violation of this epoch on
-        its way crossed the REQUEST and is the reply."""
+    def _reply(self, asked):
+        """Answer a REQUEST: this learner's model (--partial: on at least the
+        coordinates ``asked`` for); a violation of this epoch on its way crossed
+        the REQUEST and is the reply."""
         if self.violated:
             return
-        self.transport.reply()
+        self.transport.reply(asked)
         self.join()
 
     def _join_full_sync(self):
@@ -301,7 +304,7 @@ class AsyncCoordinator:
             reply = getattr(self.transport, method)(*args)
 
 
-class AsyncRounds:
+class AsyncRounds(Rounds):
     """The default mode's rounds on one rank (``mpisgd.protocol.rounds``; the
     runner's module docstring and docs/RUNNING.md): a learner checks its local
     condition while it learns and stops at its first violation, which it
@@ -315,7 +318,7 @@ class AsyncRounds:
     time-based or signalled one: the largest round any rank has done)."""
 
     def __init__(self, run, schedule):
-        self.run, self.schedule, self.checkpointer = run, schedule, run.checkpointer
+        super().__init__(run, schedule)
         self.transport = run.transport
         self.learner = AsyncLearner(run.transport)
         self.coordinator = AsyncCoordinator(run.engine.coordinator, self.learner) if run.rank == 0 else None

@@ -6,6 +6,8 @@ mode, whose resolutions take effect d rounds after their check."""
 
 import numpy as np
 
+from mpisgd import wire
+
 
 class CheckPoints:
     """What happens at a check point of the deterministic mode (``--mode sync``
@@ -39,6 +41,8 @@ class CheckPoints:
     the coordinator's requests (``Coordinator.resolution``); for fda
     ``begin_variance()`` and ``end_variance(handle)`` -> (sums, exact δ or None).
     """
+
+    due = None  # checks settle at check points: no resolution takes effect between them (``DelayedCheckPoints.due``)
 
     def __init__(self, coordinator, lagged=True):
         self.coordinator = coordinator
@@ -76,8 +80,10 @@ class CheckPoints:
         state = {"pending": np.array([t, count], dtype=np.int64)}
         if violators is not None:  # rank 0, where violations carry models
             state["violators"] = np.asarray(violators, dtype=np.int64)
-            state["models"] = np.asarray(models, dtype=np.float64).reshape(len(violators), -1) if violators \
+            state["models"] = np.array([wire.stored(m) for m in models]).reshape(len(violators), -1) if violators \
                 else np.zeros((0, 0))
+            if violators and isinstance(models[0], wire.Part):  # --partial: [z, ρ, S_l] of n features each
+                state["partial"] = np.array([(state["models"].shape[1] - 3) // 2], dtype=np.int64)
         return state
 
     def load_state_dict(self, state):
@@ -88,6 +94,8 @@ class CheckPoints:
         t, count = (int(v) for v in state["pending"])
         violators = [int(v) for v in state["violators"]] if "violators" in state else None
         models = list(state["models"]) if "models" in state else None
+        if "partial" in state:
+            models = [wire.restored(m, int(state["partial"][0])) for m in models]
         self.pending = (t, None, (count, violators, models))
 
     def settle(self, transport):
@@ -150,7 +158,8 @@ class DelayedCheckPoints(CheckPoints):
 
     @property
     def due(self):
-        """The round at which the resolution under way takes effect, or None."""
+        """The round at which the resolution under way takes effect (``arrive`` there,
+        if it is no check point), or None."""
         return None if self.open is None else self.open[0]
 
     def arrive(self, t, transport):

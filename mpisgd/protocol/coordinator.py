@@ -14,8 +14,11 @@ coordinator sees only the violators and whatever it asks for.
 Transport interface (the coordinator side; the transport counts every call
 in its byte counters, by category):
 
-    fetch(ids) -> (len(ids), d) array       balance request + balance reply:
+    fetch(ids, asked) -> len(ids) models    balance request + balance reply:
                                             the current models of learners ids
+                                            (asked None); with --partial their
+                                            partial models (``wire.Part``) on at
+                                            least the coordinates asked for
     divergence(model) -> float              ‖w − r‖² of a model (no communication)
     distances() -> (k,) array               control: every learner's ‖w_l − r‖²
                                             (only the farthest-first strategy asks)
@@ -71,6 +74,75 @@ class ProtocolStats:
 
     def as_dict(self):
         return asdict(self)
+
+
+class Balance:
+    """The balanced model of a set B of whole models: their mean (Σ added one by
+    one in order), which every member takes; ``farthest`` is its ‖w − r‖², each
+    member's after taking it (asked of the transport, a generator step)."""
+
+    def __init__(self, models):
+        self.total = np.array(models[0], dtype=np.float64)
+        self.count = 1
+        self.add(models[1:])
+
+    def add(self, models):
+        for z in models:
+            self.total += z
+            self.count += 1
+
+    def support(self):
+        return None  # a fetch asks for whole models
+
+    def mean(self):
+        return self.total / self.count
+
+    def farthest(self):
+        return (yield ("divergence", self.mean()))
+
+
+class PartialBalance(Balance):
+    """The balanced model of B's partial models (``wire.Part``: d_l on S_l,
+    b_l, ρ_l; docs/ALGORITHMS.md §4.7): on each j of S_B = ∪ S_l the mean over
+    B_j = {l ∈ B : j ∈ S_l}, which the members of B_j take (the others keep
+    their d_lj), the mean bias over B, α = 1; 0 off S_B. So the mean of all
+    models stays on every coordinate, and member l then holds
+    ‖w_l − r‖² = ‖balanced on S_l‖² + (b̄ − r_b)² + ρ_l exactly: ``farthest``
+    is the largest of these. ``support`` (S_B) is what a fetch asks for."""
+
+    def __init__(self, models):
+        n = len(models[0].support)
+        self.total = np.zeros(n + 2)  # [Σ_l d_{S_l}, Σ_l b_l, unused]
+        self.per_coordinate = np.zeros(n, dtype=np.int64)  # |B_j|
+        self.sent = []  # (S_l, ρ_l) of each member
+        self.count = 0
+        self.add(models)
+
+    def add(self, models):
+        n = len(self.per_coordinate)
+        for part in models:
+            self.total[:n] += part.z[:n]  # 0 off S_l
+            self.total[n] += part.z[n]
+            self.per_coordinate += part.support
+            self.sent.append((part.support, part.rho))
+            self.count += 1
+
+    def support(self):
+        return np.flatnonzero(self.per_coordinate)
+
+    def mean(self):
+        n = len(self.per_coordinate)
+        mean = np.zeros(n + 2)
+        np.divide(self.total[:n], self.per_coordinate, out=mean[:n], where=self.per_coordinate > 0)
+        mean[n], mean[n + 1] = self.total[n] / self.count, 1.0
+        return mean
+
+    def farthest(self):
+        mean, worst = self.mean(), 0.0
+        for support, rho in self.sent:
+            taken = np.where(np.append(support, (True, True)), mean, 0.0)  # member l's d on S_l, b̄, α = 1
+            worst = max(worst, (yield ("divergence", taken)) + rho)
+        return worst
 
 
 class Coordinator:
@@ -173,8 +245,9 @@ class Coordinator:
         generator of transport requests.
 
         ``violators``: ids of the learners whose local condition failed;
-        ``models``: their models, as they sent them (None where violations
-        carry none: ``ProtocolConfig.syncs_every_violation``). Every step that needs the
+        ``models``: their models, as they sent them (with --partial their
+        partial models, ``wire.Part``; None where violations carry none:
+        ``ProtocolConfig.syncs_every_violation``). Every step that needs the
         transport is yielded as a tuple ``(method, *args)`` naming a transport
         method (``fetch``, ``divergence``, ``distances``, ``send_balanced``,
         ``full_sync``), and the generator is resumed with its result, so that
@@ -194,34 +267,30 @@ class Coordinator:
             yield from self.full_sync_steps(cause)
             return list(range(k))
         delta = self.threshold(t)
-        total = np.array(models[0], dtype=np.float64)  # Σ of B's models, added one by one in order
-        for z in models[1:]:
-            total += z
-        mean = total / len(members)
+        balance = (PartialBalance if self.partial_budget() is not None else Balance)(models)
         distances = None
         inside = np.zeros(k, dtype=bool)  # B as a mask
         inside[members] = True
-        # Augment B until its mean lies within Δ of r (then every member, taking
-        # that mean, meets its local condition), or B is everyone.
-        while len(members) < k and (yield ("divergence", mean)) > delta:
+        # Augment B until every member, taking the balanced model, meets its local
+        # condition, or B is everyone.
+        while len(members) < k and (yield from balance.farthest()) > delta:
             if self.half and 4 * len(members) >= k:  # doubling B would reach half the learners: a full sync
                 yield from self.full_sync_steps("hedge")
                 return list(range(k))
             if cfg.augmentation == "farthest" and distances is None:
                 distances = np.asarray((yield ("distances",)), dtype=np.float64)
             new = self._augment(inside, distances)
-            if self._steering_sync(len(members) + len(new)):
+            if self._syncs_instead(len(members) + len(new)):
                 yield from self.full_sync_steps("augmented")
                 return list(range(k))
-            for z in (yield ("fetch", np.array(new))):
-                total += z
+            balance.add((yield ("fetch", np.array(new), balance.support())))  # --partial: asking for S_B
             members += new
             inside[new] = True
             self.stats.augmented += len(new)
             self.stats.model_messages["augmentation"] += len(new)
             if cfg.counter_counts == "contacted":
                 self.counter += len(new)
-            mean = total / len(members)
+        mean = balance.mean()
         everyone = len(members) == k
         yield ("send_balanced", np.array(sorted(members)), mean, everyone)
         self.stats.model_messages["balance"] += len(members)
@@ -248,7 +317,7 @@ class Coordinator:
                 return "forced"
         if cfg.burst_fraction > 0 and count >= cfg.burst_fraction * k:
             return "burst"
-        if self._steering_sync(count):
+        if self._syncs_instead(count):
             return "augmented"
         if cfg.syncs_every_violation(k):  # B would grow to everyone, or (half) to half of them
             return "hedge" if self.half else "augmented"
@@ -261,12 +330,15 @@ class Coordinator:
         yield from self.full_sync_steps(self._count_violations(count))
         return list(range(self.k))
 
-    def _steering_sync(self, size):
-        """--budget: a balancing set of ``size`` learners that would be everyone
-        is a full sync instead, so that its Allreduce steers Δ (without it, where
-        balancing makes nearly every sync, as at k = 2, Δ would hardly move:
-        docs/ALGORITHMS.md §4.6)."""
-        return self.config.budget is not None and size == self.k
+    def _syncs_instead(self, size):
+        """A balancing set of ``size`` learners that would be everyone is a full
+        sync instead: with --budget, so that its Allreduce steers Δ (without it,
+        where balancing makes nearly every sync, as at k = 2, Δ would hardly move:
+        docs/ALGORITHMS.md §4.6); with --partial where violations carry (partial)
+        models, because partial models make no new reference (§4.7)."""
+        cfg = self.config
+        partial = self.partial_budget() is not None and not cfg.syncs_every_violation(self.k)
+        return size == self.k and (cfg.budget is not None or partial)
 
     def resolve(self, t, violators, models, transport):
         """``resolution`` run to completion against a blocking ``transport``."""

@@ -57,6 +57,21 @@ class Pilot:
         return [(math.fsum(np.concatenate(p).tolist()) if p else 0.0, int(sum(len(a) for a in p)))
                 for p in self.parts]
 
+    def state_dict(self):
+        """The rows so far (a checkpoint during the pilot): their values, learner
+        after learner, and each learner's count of them."""
+        return {"values": np.concatenate([a for p in self.parts for a in p] or [np.zeros(0)]),
+                "counts": np.array([sum(len(a) for a in p) for p in self.parts], np.int64)}
+
+    def load_state_dict(self, state):
+        """The rows ``state_dict`` gave, as if added again (a resumed run, as many learners)."""
+        counts = np.asarray(state["counts"], np.int64)
+        if len(counts) != len(self.parts):
+            raise ValueError(f"Pilot.load_state_dict: the state of {len(counts)} learners, this pilot has "
+                             f"{len(self.parts)}")
+        values = np.asarray(state["values"], np.float64)
+        self.parts = [[part] for part in np.split(values, np.cumsum(counts)[:-1])]
+
 
 def warm_up_protocol(config, learner):
     """Load the kernels of the protocol's own arithmetic before a run's clock

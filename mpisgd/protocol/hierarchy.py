@@ -27,6 +27,8 @@ class NodeCheckPoints:
     leaders' transport on a leader, None on the other members.
     """
 
+    due = None  # the leaders' checks settle at their check points (``CheckPoints.due``)
+
     def __init__(self, coordinator):
         self.config = coordinator.config
         self.leaders = CheckPoints(coordinator)
