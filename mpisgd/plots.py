@@ -100,6 +100,7 @@ STREAMS = {"disjunction": "drifting disjunction", "neuralnet": "drifting two-lay
 FAMILIES = {"static": "static: average every b rounds (label: b)",
             "dynamic b=1": "dynamic, check every round (label: Δ)",
             "dynamic b=8": "dynamic, check every 8 rounds (label: Δ)",
+            "dynamic Δ_t b=1": "dynamic, Δ_t = Δ0/√t, check every round (label: Δ0/√t)",
             "dynamic b=1..8 (adaptive)": "dynamic, adaptive check period 1..8 (label: Δ)"}
 
 
@@ -170,6 +171,8 @@ def _sweep_settings(rows, seeds=True):
 def _family(label):
     if label.startswith("static"):
         return "static"
+    if label.startswith("dynamic Δ_t") and label.endswith("b=1"):
+        return "dynamic Δ_t b=1"
     if label.startswith("dynamic") and label.endswith("b=1"):
         return "dynamic b=1"
     if label.startswith("dynamic") and label.endswith("b=8"):
@@ -187,13 +190,16 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
     rows = [r for r in per_stream(rows) if r["experiment"] == experiment and r["variant"] == variant]
     field, share = ("protocol_messages", "msg_share") if unit == "messages" else ("protocol_bytes", "byte_share")
     what = "model messages (the paper's count)" if unit == "messages" else "bytes"
+    protocols = {r["label"]: r["protocol"]["name"] for r in rows}
     fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
     panels = ((axes[0], "errors", field, f"{what} sent by the protocol", "cumulative online errors"),
               (axes[1], "err_ratio", share, f"{what} / static b=8's on the same stream", "errors / static b=8's"))
     styles = {"static": ("o-", "C0", (3, 3)), "dynamic b=1": ("s-", "C3", (0, -10)),
-              "dynamic b=8": ("^-", "C2", (0, 5)), "dynamic b=1..8 (adaptive)": ("D-", "C4", (3, -10))}
+              "dynamic b=8": ("^-", "C2", (0, 5)), "dynamic b=1..8 (adaptive)": ("D-", "C4", (3, -10)),
+              "dynamic Δ_t b=1": ("v-", "C1", (0, 5))}
     for ax, yfield, xfield, xlabel, ylabel in panels:
         err, com = summarize(rows, yfield), summarize(rows, xfield)
+        ys, mids = [], []  # the range over seeds of every point drawn, and its median
         logs = [math.log10(v[0]) for v in com.values() if v[0] > 0]
         spread = (max(logs) - min(logs)) if logs else 1.0
         for fam, (marker, color, offset) in styles.items():
@@ -205,6 +211,8 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
             y = np.array([err[k][0] for k in keys])
             yerr = np.array([[err[k][0] - err[k][1] for k in keys], [err[k][2] - err[k][0] for k in keys]])
             ax.errorbar(x, y, yerr=yerr, fmt=marker, color=color, label=FAMILIES[fam], ms=4, capsize=2, lw=1)
+            ys += [err[k][1] for k in keys] + [err[k][2] for k in keys]
+            mids += list(y)
             last = -math.inf
             for k, xi, yi in zip(keys, x, y):  # a label where it does not cover its neighbour's
                 if math.log10(xi) - last > 0.05 * spread:
@@ -215,14 +223,32 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
                           and not k[2].startswith("dynamic") and k[2] not in SILENT),
                          key=lambda k: com[k][0])
         for i, k in enumerate(singles):  # configurations of their own (disjunction-beyond), a marker each
+            name = protocols[k[2]]  # the legend names the protocol ("auto b=8" is dynamic's)
             ax.errorbar(com[k][0], err[k][0], yerr=[[err[k][0] - err[k][1]], [err[k][2] - err[k][0]]],
-                        fmt="*PXDv^<>"[i % 8], color=plt.cm.tab20(SINGLE_COLOURS[i % 19]), label=k[2], ms=6,
-                        capsize=2, lw=1)
+                        fmt="*PXDv^<>"[i % 8], color=plt.cm.tab20(SINGLE_COLOURS[i % 19]), ms=6, capsize=2, lw=1,
+                        label=k[2] if k[2].startswith(name) else f"{name} {k[2]}")
+            ys += [err[k][1], err[k][2]]
+            mids.append(err[k][0])
+        # none and central send nothing, so they have no place on the log axis: a level each. The
+        # y-axis spans the points and the levels, except a central level far below the medians (it
+        # would squeeze the protocols into a band): its value goes into the legend instead.
+        top, bottom = max(ys, default=0.0), min(ys, default=0.0)
         for label, color, text in (("none", "k", "none: no communication"),
                                    ("central", "C7", "central: one learner sees every example")):
             k = (experiment, variant, label)
-            if k in err:  # no communication to place on the axis: a level, not a point
-                ax.axhline(err[k][0], color=color, ls="--", lw=0.8, label=text)
+            if k not in err:
+                continue
+            level = err[k][0]
+            lowest = min(mids, default=bottom)
+            if label == "central" and level < lowest - 0.25 * (top - lowest):
+                value = f"{level:,.0f} errors" if yfield == "errors" else f"{level:.3g}×"
+                ax.plot([], [], ls="--", color=color, lw=0.8, label=f"{text} ({value}: below the axis)")
+                continue
+            ax.axhline(level, color=color, ls="--", lw=0.8, label=text)
+            top, bottom = max(top, level), min(bottom, level)
+        if top > bottom:
+            pad = 0.05 * (top - bottom)
+            ax.set_ylim(bottom - pad, top + pad)
         ax.set_xscale("log")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel + "\n(median; bars: range over seeds)")

@@ -112,3 +112,53 @@ def test_byte_ticks_read_as_units():
     from mpisgd.plots import _bytes
 
     assert [_bytes(v) for v in (0, 5, 500, 2e3, 1.5e6, 3e9)] == ["0", "5 B", "500 B", "2 kB", "1.5 MB", "3 GB"]
+
+
+def sweep_row(label, name, errors, messages, seed=0):
+    """One configuration's row of a sweep (bench/reproduce/reproduce.py's results.json), k = 4, n = 10."""
+    from mpisgd.wire import CATEGORIES
+
+    sent = dict.fromkeys(CATEGORIES, 0)
+    return {"experiment": "exp", "seed": seed, "variant": "default", "label": label, "stream": "disjunction",
+            "drift_prob": 0.0002, "k": 4, "n_features": 10, "rounds": 100, "protocol": {"name": name},
+            "learner": {"loss": "log", "eta0": 1.0, "lam": 0.0}, "errors": errors, "protocol_messages": messages,
+            "bytes_sent": dict(sent, violation=100 * messages, full_sync=4 * (16 + 8 * 10), control=32),
+            "messages_sent": dict(sent, violation=messages, full_sync=4, control=4)}
+
+
+def test_figure1_names_each_family_and_keeps_the_protocols_readable(tmp_path, monkeypatch):
+    """Kamp et al.'s Figure 1 of a sweep: none (no communication) is a level; a central level far
+    below every protocol is named in the legend with its value instead of squeezing the axis;
+    the decaying threshold Δ_t is a family of its own, not a point on the constant Δ's curve;
+    a configuration outside the families is named with its protocol."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from mpisgd.plots import figure1
+
+    rows = [row for seed in (0, 1) for row in (
+        sweep_row("none", "none", 3000, 0, seed), sweep_row("central", "central", 10, 0, seed),
+        sweep_row("static b=1", "static", 1400, 800, seed), sweep_row("static b=8", "static", 1500, 100, seed),
+        sweep_row("dynamic Δ=3 b=1", "dynamic", 1490, 30, seed),
+        sweep_row("dynamic Δ=1 b=1", "dynamic", 1450, 60, seed),
+        sweep_row("dynamic Δ_t=0.2/√t b=1", "dynamic", 1420, 300, seed),
+        sweep_row("auto b=8", "dynamic", 1510, 20, seed), sweep_row("fda Θ=1 b=8", "fda", 1500, 40, seed))]
+    drawn = []
+    monkeypatch.setattr(plt, "close", drawn.append)
+    figure1(rows, "exp", str(tmp_path / "fig.png"), "messages")
+    monkeypatch.undo()
+    (fig,) = drawn
+    errors, ratios = fig.axes
+    names = fig.legends[0].texts if fig.legends else errors.get_legend().texts
+    names = [t.get_text() for t in names]
+    assert "none: no communication" in names
+    assert "central: one learner sees every example (10 errors: below the axis)" in names
+    assert "dynamic, Δ_t = Δ0/√t, check every round (label: Δ0/√t)" in names
+    assert "dynamic, check every round (label: Δ)" in names
+    assert {"dynamic auto b=8", "fda Θ=1 b=8"} <= set(names)  # a configuration of its own, named by its protocol
+    for ax, none, lowest, central in ((errors, 3000, 1400, 10), (ratios, 2, 1400 / 1500, 10 / 1500)):
+        low, high = ax.get_ylim()
+        assert central < low < lowest and none < high  # every point and none, not central
+    (curve,) = [c for c in errors.containers if c.get_label() == "dynamic, check every round (label: Δ)"]
+    assert list(curve.lines[0].get_xdata()) == [30, 60]
+    plt.close(fig)
