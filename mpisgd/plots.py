@@ -233,14 +233,14 @@ def figure1(rows, experiment, path, unit="messages", variant="default"):
         # y-axis spans the points and the levels, except a central level far below the medians (it
         # would squeeze the protocols into a band): its value goes into the legend instead.
         top, bottom = max(ys, default=0.0), min(ys, default=0.0)
-        for label, color, text in (("none", "k", "none: no communication"),
-                                   ("central", "C7", "central: one learner sees every example")):
+        for label, color, text, may_leave in (("none", "k", "none: no communication", False),
+                                              ("central", "C7", "central: one learner sees every example", True)):
             k = (experiment, variant, label)
             if k not in err:
                 continue
             level = err[k][0]
             lowest = min(mids, default=bottom)
-            if label == "central" and level < lowest - 0.25 * (top - lowest):
+            if may_leave and level < lowest - 0.25 * (top - lowest):
                 value = f"{level:,.0f} errors" if yfield == "errors" else f"{level:.3g}×"
                 ax.plot([], [], ls="--", color=color, lw=0.8, label=f"{text} ({value}: below the axis)")
                 continue
