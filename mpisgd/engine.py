@@ -15,7 +15,7 @@ to — built here once, so that the runner (one rank, ``MPITransport``) and the
 simulator (k learners, ``SimTransport``) set up and call the protocol alike.
 """
 
-from mpisgd.protocol import CheckPoints, Coordinator, NodeCheckPoints
+from mpisgd.protocol import AsyncRounds, CheckPoints, Coordinator, Lockstep, NodeCheckPoints
 from mpisgd.protocol.checks import DelayedCheckPoints
 
 
@@ -61,6 +61,14 @@ class Engine:
         if self.nodes is not None:
             return self.points.settle(t, self.nodes, self.transport)
         return self.points.settle(self.transport)
+
+
+def rounds_of(config, k):
+    """The class of an MPI run's rounds under ``config`` with k learners:
+    ``AsyncRounds`` where the protocol runs the default mode
+    (``ProtocolConfig.asynchronous``), else ``Lockstep``; the one place the
+    runner's mode is chosen (the simulator's counterpart: ``Simulation``)."""
+    return AsyncRounds if config.asynchronous(k) else Lockstep
 
 
 def run_rounds(rounds, t, stop):

@@ -69,9 +69,8 @@ import numpy as np
 from mpisgd import checkpoint
 from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
-from mpisgd.engine import Engine, run_rounds
-from mpisgd.protocol import (SHARED, Pilot, ProtocolConfig, Schedule, check_hierarchy_learner, rounds_of,
-                             warm_up_protocol)
+from mpisgd.engine import Engine, rounds_of, run_rounds
+from mpisgd.protocol import SHARED, Pilot, ProtocolConfig, Schedule, check_hierarchy_learner, warm_up_protocol
 
 
 

@@ -825,7 +825,7 @@ class Simulation:
         self.world.allreduce("control", 8)  # T = the longest stream (Allreduce MAX)
         # --delta auto: the rows of the first P rounds measure Δ (protocol.auto_delta)
         self.pilot = Pilot(protocol, self.learner_args, self.k, self.rounds) if protocol.auto else None
-        # the mode's rounds, as the runner's (``protocol.rounds_of``)
+        # the mode's rounds, as the runner's (``engine.rounds_of``)
         self.mode_rounds = (SimDelayed if protocol.asynchronous(self.k) else SimLockstep)(self, self.schedule, order)
         self.mode_rounds.start()
 

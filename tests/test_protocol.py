@@ -539,7 +539,8 @@ def test_mode_is_part_of_the_configuration():
 
 
 def test_the_mode_picks_the_rounds_of_the_runners_loop():
-    from mpisgd.protocol import AsyncRounds, Lockstep, rounds_of
+    from mpisgd.engine import rounds_of
+    from mpisgd.protocol import AsyncRounds, Lockstep
 
     config = ProtocolConfig(name="dynamic", delta=0.3)
     assert rounds_of(config.with_mode("async"), 4) is AsyncRounds

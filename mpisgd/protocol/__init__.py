@@ -14,7 +14,7 @@ for each concern of the protocol, and no MPI.
     coordinator.py   Coordinator: resolution, hedges, augmentation (rank 0)
     delta.py         Δ: the auto rule's pilot, the budget's steering
     rounds.py        a rank's rounds between the stops of the engine loop, by mode (Lockstep: sync; AsyncRounds:
-                     async; rounds_of picks)
+                     async)
     asynchronous.py  the default mode's state machine: AsyncLearner (every rank), AsyncCoordinator (rank 0),
                      AsyncRounds (its rounds)
     hierarchy.py     NodeCheckPoints: node averages and the leaders' protocol
@@ -33,11 +33,11 @@ from mpisgd.protocol.delta import (DELTA_SCALE, PILOT_ROUNDS, RDA_DELTA_SCALE, P
                                    warm_up_protocol)
 from mpisgd.protocol.hierarchy import NodeCheckPoints, check_hierarchy_learner
 from mpisgd.protocol.registry import REGISTRY
-from mpisgd.protocol.rounds import Lockstep, rounds_of
+from mpisgd.protocol.rounds import Lockstep
 from mpisgd.protocol.schedule import Schedule
 
 __all__ = ["AUGMENTATIONS", "AUTO", "CONSTRAINTS", "COUNTER_COUNTS", "COUNTER_RESETS", "DELTA_SCALE", "FDA_ESTIMATES",
            "HALF_HEDGE_LEARNERS", "HEDGES", "MODES", "PACE", "PILOT_ROUNDS", "PROTOCOLS", "RDA_DELTA_SCALE", "REGISTRY",
            "SHARED", "SILENT", "AsyncCoordinator", "AsyncLearner", "AsyncRounds", "Lockstep", "Schedule", "CheckPoints", "Coordinator", "NodeCheckPoints", "Pilot",
            "ProtocolConfig", "ProtocolStats", "auto_delta", "check_hierarchy_learner", "drive", "pilot_values",
-           "rounds_of", "warm_up_protocol"]
+           "warm_up_protocol"]

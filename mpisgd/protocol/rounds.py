@@ -5,8 +5,8 @@ the pilot there (``end_pilot``), takes the mode's ``step``, a timeline row
 checkpoint (``checkpoint``) after ``cut``, then ``progress``; at the end the
 mode's ``end``. ``Rounds`` holds what the runner's modes share, ``Lockstep``
 and ``AsyncRounds`` (``mpisgd.protocol.asynchronous``) the modes; the
-simulator has its own (``mpisgd.simulator.SimLockstep``, ``SimDelayed``). ``rounds_of`` picks
-the mode's class for a run, the one place the choice is made.
+simulator has its own (``mpisgd.simulator.SimLockstep``, ``SimDelayed``). ``mpisgd.engine.rounds_of`` picks
+the runner's class for a run, the one place the choice is made.
 
 ``run``, the learning side each class drives (``mpisgd.runner.Run``): its
 ``learn(stop)`` and ``learn_until_violation(t, stop)`` (async) of its rows,
@@ -14,14 +14,6 @@ the mode's class for a run, the one place the choice is made.
 ``state_dict(t)``, ``tell_progress(t)``, ``wait(done, answer)`` (counted as
 waiting), and its ``pilot``, ``checkpointer``, ``progress``, ``engine``,
 ``transport``, ``config``, ``rank`` and ``size``."""
-
-
-def rounds_of(config, k):
-    """The class of a run's rounds under ``config`` with k learners: ``AsyncRounds``
-    where the protocol runs the default mode (``ProtocolConfig.asynchronous``), else ``Lockstep``."""
-    from mpisgd.protocol.asynchronous import AsyncRounds
-
-    return AsyncRounds if config.asynchronous(k) else Lockstep
 
 
 class Rounds:
