@@ -190,7 +190,7 @@ def target_table(rows, experiment, byte_target=0.05):
     seeds a configuration makes at most static b=8's errors with at most byte_target of its bytes
     (the static curve, none and central left out)."""
     rows = [r for r in rows if r["experiment"] == experiment and r["variant"] == "default" and "err_ratio" in r
-            and r["protocol"]["name"] not in SILENT and (r["protocol"]["name"] != "static" or r["label"] == REFERENCE)]
+            and r["protocol"]["name"] not in SILENT and (r["label"] == REFERENCE or not r["label"].startswith("static b="))]
     stats = {f: summarize(rows, f) for f in ("err_ratio", "byte_share", "all_msg_share")}
     out = [f"| configuration | E / E_static8 | bytes / static 8 | all MPI messages / static 8 "
            f"| seeds with E ≤ E_static8 and bytes ≤ {100 * byte_target:g} % |", "|---|---|---|---|---|"]
