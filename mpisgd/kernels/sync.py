@@ -236,26 +236,64 @@ def deviation(alpha, s, v, r, d):
 @njit(cache=True)
 def select_support(d, budget, idx):
     """S_l of partial averaging: the fewest coordinates, those of largest
-    |d_j|, that leave Σ_{j∉S_l} d_j² ≤ budget (= θΔ); written into idx in
-    increasing j; returns |S_l| (0 when ‖d‖² ≤ budget already)."""
+    |d_j| (ties: the larger j), that leave Σ_{j∉S_l} d_j² ≤ budget (= θΔ);
+    written into idx in increasing j; returns |S_l| (0 when ‖d‖² ≤ budget
+    already). A quickselect on the kept sum, O(n) expected: no sort."""
     n = d.shape[0]
+    sq = np.empty(n)  # d_j² of the non-zero coordinates nz, in the order (d_j², j)
     nz = np.empty(n, dtype=np.int64)
     c = 0
     for j in range(n):
         if d[j] != 0.0:
+            sq[c] = d[j] * d[j]
             nz[c] = j
             c += 1
-    nz = nz[:c]
-    sq = d[nz] * d[nz]
-    order = np.argsort(sq, kind="mergesort")  # smallest first (stable: ties by j): the coordinates that may stay local
-    # keep the longest prefix of the smallest whose sum (added smallest first) stays ≤ budget
-    kept = 0
-    rest = 0.0
-    while kept < c and rest + sq[order[kept]] <= budget:
-        rest += sq[order[kept]]
-        kept += 1
-    m = c - kept  # the largest m coordinates are sent
-    chosen = np.sort(nz[order[kept:]])
-    for i in range(m):
-        idx[i] = chosen[i]
+    # [0, lo) stay local and precede all of [lo, hi) in the order, their Σ d_j² is kept_sum;
+    # [hi, c) are sent. Partition [lo, hi) around a pivot until the boundary is found.
+    lo, hi = 0, c
+    kept_sum = 0.0
+    while lo < hi:
+        p = (lo + hi) // 2  # median of three positions as the pivot
+        a, e = lo, hi - 1
+        if sq[p] < sq[a] or (sq[p] == sq[a] and nz[p] < nz[a]):
+            a, p = p, a
+        if sq[e] < sq[p] or (sq[e] == sq[p] and nz[e] < nz[p]):
+            p = e
+            if sq[p] < sq[a] or (sq[p] == sq[a] and nz[p] < nz[a]):
+                p = a
+        pv, pj = sq[p], nz[p]
+        below, above, i = lo, hi, lo  # [lo, below) precede the pivot, [above, hi) follow it
+        part = 0.0  # Σ over [lo, below)
+        while i < above:
+            v, j = sq[i], nz[i]
+            if v < pv or (v == pv and j < pj):
+                sq[i], nz[i] = sq[below], nz[below]
+                sq[below], nz[below] = v, j
+                part += v
+                below += 1
+                i += 1
+            elif j == pj:
+                i += 1
+            else:
+                above -= 1
+                sq[i], nz[i] = sq[above], nz[above]
+                sq[above], nz[above] = v, j
+        # [below, above) is the pivot alone
+        if kept_sum + part + pv <= budget:  # the pivot and all before it stay local
+            kept_sum += part + pv
+            lo = below + 1
+        elif kept_sum + part <= budget:  # the boundary is at the pivot: it is sent
+            lo = below
+            break
+        else:
+            hi = below
+    m = c - lo  # [lo, c) are sent
+    sent = np.zeros(n, dtype=np.bool_)
+    for i in range(lo, c):
+        sent[nz[i]] = True
+    i = 0
+    for j in range(n):
+        if sent[j]:
+            idx[i] = j
+            i += 1
     return m
