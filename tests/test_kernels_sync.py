@@ -244,6 +244,24 @@ def test_select_support_matches_the_numpy_twin(fraction):
         assert m == 0 or (d @ d) - sent.sum() + sent.min() > budget  # the fewest: one less leaves too much
 
 
+@pytest.mark.parametrize("spread", ["heavy", "one bucket", "ties"])
+def test_select_support_matches_the_numpy_twin_on_a_long_d(spread):
+    # thousands of non-zeros: many in the bucket where the kept sum crosses the budget
+    rng = np.random.default_rng(9)
+    n = 6000
+    for fraction in (0.2, 0.7, 0.95):
+        if spread == "heavy":
+            d = rng.standard_t(2, n) * (rng.random(n) < 0.6)
+        elif spread == "one bucket":
+            d = (1.0 + 0.1 * rng.random(n)) * rng.choice([-1.0, 0.0, 1.0], n)
+        else:
+            d = rng.choice([-0.25, 0.0, 0.25, 3.0], n)
+        budget = fraction * float(d @ d)
+        idx = np.full(n, -1, np.int32)
+        m = sync.select_support(d, budget, idx)
+        np.testing.assert_array_equal(idx[:m], naive_partial_support(d, budget))
+
+
 def test_deviation_is_w_minus_r():
     rng = np.random.default_rng(8)
     r, v, d = rng.standard_normal(50), rng.standard_normal(50), np.empty(50)

@@ -234,39 +234,83 @@ def deviation(alpha, s, v, r, d):
 
 
 @njit(cache=True)
+def _precedes(v, j, pv, pj):
+    """(v, j) before (pv, pj) in select_support's order: by d_j², ties by j."""
+    return v < pv or (v == pv and j < pj)
+
+
+@njit(cache=True, fastmath={"reassoc"})  # sums in any order, so that the passes vectorize
+def _below(d, tau):
+    """(Σ d_j² over d_j² < τ, the count of d_j² ≥ τ) in one pass."""
+    total = 0.0
+    count = 0
+    for j in range(d.shape[0]):
+        q = d[j] * d[j]
+        small = q < tau
+        total += q if small else 0.0
+        count += not small
+    return total, count
+
+
+@njit(cache=True)
 def select_support(d, budget, idx):
     """S_l of partial averaging: the fewest coordinates, those of largest
     |d_j| (ties: the larger j), that leave Σ_{j∉S_l} d_j² ≤ budget (= θΔ);
     written into idx in increasing j; returns |S_l| (0 when ‖d‖² ≤ budget
-    already). A quickselect on the kept sum, O(n) expected: no sort."""
+    already). In the order (d_j², j) the kept coordinates are a prefix. A
+    threshold τ falls from ‖d‖² by factors of 4 (a vectorized pass each)
+    until the d_j² < τ fit the budget (they stay local, those ≥ 4τ are sent),
+    8 bisections narrow [τ, 4τ), a quickselect on the few d_j² left in it
+    finds the first sent among them, and one pass writes every j sent: O(n),
+    no sort, no n-sized buffer."""
     n = d.shape[0]
-    sq = np.empty(n)  # d_j² of the non-zero coordinates nz, in the order (d_j², j)
-    nz = np.empty(n, dtype=np.int64)
-    c = 0
+    kept_sum, _ = _below(d, np.inf)
+    if kept_sum <= budget:
+        return 0
+    tau, top = kept_sum, np.inf  # Σ_{d_j² < top} d_j² > budget
+    kept_sum, above = _below(d, tau)
+    while kept_sum > budget and tau > 0.0:
+        top = tau
+        tau *= 0.25
+        kept_sum, above = _below(d, tau)
+    for _ in range(8):  # [τ, top) narrowed by its geometric midpoint, so that few d_j² lie in it
+        if not tau > 0.0 or top == np.inf:
+            break
+        mid = math.sqrt(tau) * math.sqrt(top)
+        mid_sum, mid_above = _below(d, mid)
+        if mid_sum <= budget:
+            tau, kept_sum, above = mid, mid_sum, mid_above
+        else:
+            top = mid
+    c = above - _below(d, top)[1]  # the candidates: d_j ≠ 0 with τ ≤ d_j² < top
+    sq = np.empty(c)
+    nz = np.empty(c, dtype=np.int64)
+    i = 0
     for j in range(n):
-        if d[j] != 0.0:
-            sq[c] = d[j] * d[j]
-            nz[c] = j
-            c += 1
-    # [0, lo) stay local and precede all of [lo, hi) in the order, their Σ d_j² is kept_sum;
-    # [hi, c) are sent. Partition [lo, hi) around a pivot until the boundary is found.
+        q = d[j] * d[j]
+        if tau <= q < top and d[j] != 0.0:
+            sq[i] = q
+            nz[i] = j
+            i += 1
+    c = i
+    # quickselect on them: [0, lo) stay local and precede all of [lo, hi) in the order, their
+    # Σ d_j² (with the d_j² < τ) is kept_sum; [hi, c) are sent
     lo, hi = 0, c
-    kept_sum = 0.0
     while lo < hi:
         p = (lo + hi) // 2  # median of three positions as the pivot
         a, e = lo, hi - 1
-        if sq[p] < sq[a] or (sq[p] == sq[a] and nz[p] < nz[a]):
+        if _precedes(sq[p], nz[p], sq[a], nz[a]):
             a, p = p, a
-        if sq[e] < sq[p] or (sq[e] == sq[p] and nz[e] < nz[p]):
+        if _precedes(sq[e], nz[e], sq[p], nz[p]):
             p = e
-            if sq[p] < sq[a] or (sq[p] == sq[a] and nz[p] < nz[a]):
+            if _precedes(sq[p], nz[p], sq[a], nz[a]):
                 p = a
         pv, pj = sq[p], nz[p]
         below, above, i = lo, hi, lo  # [lo, below) precede the pivot, [above, hi) follow it
         part = 0.0  # Σ over [lo, below)
         while i < above:
             v, j = sq[i], nz[i]
-            if v < pv or (v == pv and j < pj):
+            if _precedes(v, j, pv, pj):
                 sq[i], nz[i] = sq[below], nz[below]
                 sq[below], nz[below] = v, j
                 part += v
@@ -287,13 +331,16 @@ def select_support(d, budget, idx):
             break
         else:
             hi = below
-    m = c - lo  # [lo, c) are sent
-    sent = np.zeros(n, dtype=np.bool_)
+    # the first sent in the order: the least of [lo, c), or (top, −1) if the budget's rounding kept them all
+    first_v, first_j = top, -1
     for i in range(lo, c):
-        sent[nz[i]] = True
-    i = 0
+        if _precedes(sq[i], nz[i], first_v, first_j):
+            first_v, first_j = sq[i], nz[i]
+    m = 0
     for j in range(n):
-        if sent[j]:
-            idx[i] = j
-            i += 1
+        q = d[j] * d[j]
+        if q >= first_v:  # rarely: the branch costs little
+            if (q > first_v or j >= first_j) and d[j] != 0.0:
+                idx[m] = j
+                m += 1
     return m
