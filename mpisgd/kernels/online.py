@@ -143,6 +143,44 @@ def set_models(ids, z, alpha, s, V, T, listed, bias, P, Q, A, U, alpha_sum, s_su
         exact_px(l, V, Xi, PX)
 
 
+@njit(cache=True)
+def partial_restart(support, mean, r_bias, alpha, s, V, T, listed, bias, P, Q, r):
+    """Partial averaging's new reference (docs/ALGORITHMS.md §4.7) for S = support
+    (increasing) and mean = the mean of d_S over the run's learners: every learner
+    here keeps u = d = w − r = (α − 1)·r + s·v off S and 0 on S, with α = s = 1,
+    b = r_b; r_S ← r_S + mean. One pass over v per learner writes u, its list of
+    touched coordinates, Q = ‖u‖² and P = r·u (r moves on S only, where u is 0).
+    PX (fda) is left to the caller, whose directions change with r."""
+    k, n = V.shape
+    for l in range(k):
+        a, sl = alpha[l] - 1.0, s[l]
+        p, q, c, next_s = 0.0, 0.0, 0, 0
+        for j in range(n):
+            if next_s < support.shape[0] and support[next_s] == j:  # on S: w_l takes the mean, u = 0
+                V[l, j] = 0.0
+                next_s += 1
+                continue
+            u = a * r[j] + sl * V[l, j]
+            V[l, j] = u
+            if u != 0.0:
+                p += r[j] * u
+                q += u * u
+                if c >= 0:
+                    if c == T.shape[1]:
+                        c = -1  # the list outgrows T: dropped (``touched_from``)
+                    else:
+                        T[l, c] = j
+                        c += 1
+        listed[l] = c
+        alpha[l] = 1.0
+        s[l] = 1.0
+        bias[l] = r_bias
+        P[l] = p
+        Q[l] = q
+    for i in range(support.shape[0]):
+        r[support[i]] += mean[i]
+
+
 @njit(cache=True, fastmath={"reassoc"})  # the sum in any order, so that it vectorizes; NaN and inf kept
 def divergence(z, r, r_bias):
     """‖w(z) − r‖² for a model z = [u, b, α] (w = α·r + u): ‖(α − 1)·r + u‖² + (b − r_b)²,
