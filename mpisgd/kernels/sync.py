@@ -226,6 +226,41 @@ def add_blocks(heads, index, n, total, counts):
 
 
 @njit(cache=True)
+def union_of_index_blocks(blocks, m, n, bits, out):
+    """S = ∪ S_l of index blocks (int32, each [count, indices …, 0 …] of m + 1)
+    into out (increasing, room for every index): their bits set in ``bits``
+    (uint64, ⌈n/64⌉ words, 0 before and after), then the words walked in
+    increasing j. Returns |S|, or −1 (bits cleared) unless every count lies
+    in [0, m] and every block's indices lie in [0, n) and strictly increase."""
+    size = m + 1
+    for b in range(blocks.shape[0] // size):
+        c = blocks[b * size]
+        ok = 0 <= c <= m
+        last = -1
+        for i in range(b * size + 1, b * size + 1 + c if ok else 0):
+            j = blocks[i]
+            if j <= last or j >= n:
+                ok = False
+                break
+            last = j
+            bits[j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+        if not ok:
+            bits[:] = 0
+            return -1
+    c = 0
+    for w in range(bits.shape[0]):
+        word = bits[w]
+        if word == 0:
+            continue
+        bits[w] = 0
+        while word:
+            out[c] = 64 * w + trailing_zeros(word)
+            word &= word - np.uint64(1)  # the lowest bit cleared
+            c += 1
+    return c
+
+
+@njit(cache=True)
 def deviation(alpha, s, v, r, d):
     """d = w − r = (α − 1)·r + s·v of one learner, in one pass into d."""
     a = alpha - 1.0
