@@ -148,30 +148,28 @@ def partial_restart(support, mean, r_bias, alpha, s, V, T, listed, bias, P, Q, r
     """Partial averaging's new reference (docs/ALGORITHMS.md §4.7) for S = support
     (increasing) and mean = the mean of d_S over the run's learners: every learner
     here keeps u = d = w − r = (α − 1)·r + s·v off S and 0 on S, with α = s = 1,
-    b = r_b; r_S ← r_S + mean. One pass over v per learner writes u, its list of
-    touched coordinates, Q = ‖u‖² and P = r·u (r moves on S only, where u is 0).
+    b = r_b; r_S ← r_S + mean. Per learner one pass writes u (vectorized), and
+    one without branches its list of touched coordinates, Q = ‖u‖² and P = r·u
+    (r moves on S only, where u is 0; the sums in j's order, as ``exact_pq``).
     PX (fda) is left to the caller, whose directions change with r."""
     k, n = V.shape
+    width = T.shape[1]
     for l in range(k):
         a, sl = alpha[l] - 1.0, s[l]
-        p, q, c, next_s = 0.0, 0.0, 0, 0
+        v = V[l]
         for j in range(n):
-            if next_s < support.shape[0] and support[next_s] == j:  # on S: w_l takes the mean, u = 0
-                V[l, j] = 0.0
-                next_s += 1
-                continue
-            u = a * r[j] + sl * V[l, j]
-            V[l, j] = u
-            if u != 0.0:
-                p += r[j] * u
-                q += u * u
-                if c >= 0:
-                    if c == T.shape[1]:
-                        c = -1  # the list outgrows T: dropped (``touched_from``)
-                    else:
-                        T[l, c] = j
-                        c += 1
-        listed[l] = c
+            v[j] = a * r[j] + sl * v[j]
+        for j in support:  # on S: w_l takes the mean, u = 0
+            v[j] = 0.0
+        p, q, c = 0.0, 0.0, 0
+        for j in range(n):
+            u = v[j]
+            p += r[j] * u
+            q += u * u
+            if c < width:  # the list outgrows T: dropped (``touched_from``), then only counted
+                T[l, c] = j
+            c += u != 0.0
+        listed[l] = c if c <= width else -1
         alpha[l] = 1.0
         s[l] = 1.0
         bias[l] = r_bias
