@@ -293,31 +293,31 @@ def select_support(d, budget, idx):
     |d_j| (ties: the larger j), that leave Σ_{j∉S_l} d_j² ≤ budget (= θΔ);
     written into idx in increasing j; returns |S_l| (0 when ‖d‖² ≤ budget
     already). In the order (d_j², j) the kept coordinates are a prefix. A
-    threshold τ falls from ‖d‖² by factors of 4 (a vectorized pass each)
-    until the d_j² < τ fit the budget (they stay local, those ≥ 4τ are sent),
-    8 bisections narrow [τ, 4τ), a quickselect on the few d_j² left in it
-    finds the first sent among them, and one pass writes every j sent: O(n),
-    no sort, no n-sized buffer."""
+    threshold τ falls from ‖d‖² by factors of 16 (a vectorized pass each)
+    until the d_j² < τ fit the budget (they stay local, those ≥ 16τ are
+    sent), bisections narrow [τ, 16τ) until at most 64 d_j² lie in it (or 12
+    passes), a quickselect on those finds the first sent among them, and one
+    pass writes every j sent: O(n), no sort, no n-sized buffer."""
     n = d.shape[0]
     kept_sum, _ = _below(d, np.inf)
     if kept_sum <= budget:
         return 0
-    tau, top = kept_sum, np.inf  # Σ_{d_j² < top} d_j² > budget
+    tau, top, top_above = kept_sum, np.inf, 0  # Σ_{d_j² < top} d_j² > budget; top_above: the d_j² ≥ top
     kept_sum, above = _below(d, tau)
     while kept_sum > budget and tau > 0.0:
-        top = tau
-        tau *= 0.25
+        top, top_above = tau, above
+        tau *= 1.0 / 16.0
         kept_sum, above = _below(d, tau)
-    for _ in range(8):  # [τ, top) narrowed by its geometric midpoint, so that few d_j² lie in it
-        if not tau > 0.0 or top == np.inf:
+    for _ in range(12):  # [τ, top) narrowed by its geometric midpoint until few d_j² lie in it
+        if above - top_above <= 64 or not tau > 0.0 or top == np.inf:
             break
         mid = math.sqrt(tau) * math.sqrt(top)
         mid_sum, mid_above = _below(d, mid)
         if mid_sum <= budget:
             tau, kept_sum, above = mid, mid_sum, mid_above
         else:
-            top = mid
-    c = above - _below(d, top)[1]  # the candidates: d_j ≠ 0 with τ ≤ d_j² < top
+            top, top_above = mid, mid_above
+    c = above - top_above  # the candidates: d_j ≠ 0 with τ ≤ d_j² < top
     sq = np.empty(c)
     nz = np.empty(c, dtype=np.int64)
     i = 0
