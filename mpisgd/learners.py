@@ -158,6 +158,7 @@ class OnlineLearners:
             index = wire.add_blocks(np.concatenate([block, block]), 1, m, total, counts)
             scratch.set_reference_pairs(total, 2, index, counts, idx[:c])
         scratch.partial_support(0, 0.0, np.empty(1), np.empty(1, np.int32))  # --partial
+        wire.union_of_blocks(wire.fill_index_block(np.empty(2, np.int32), np.zeros(1, np.int32), 1), 1, 1)
         scratch.set_partial_sum(np.zeros(1, np.int64), np.zeros(2), 1)
 
     # -- learning -----------------------------------------------------------

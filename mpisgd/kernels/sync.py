@@ -3,7 +3,9 @@ exchange and one after: a learner's contribution z = [s·v, b, α] with the
 count and scale that decide the exchange, and the new reference from the sum
 of every learner's z; in between, for the pairs exchange, the non-zeros of u
 in one pass and the sum of the blocks in one pass each, and the new
-reference from that sum where it changes."""
+reference from that sum where it changes. A partial sync's (docs/ALGORITHMS.md
+§4.7): d = w − r, the selection of S_l from it, and the union of the index
+blocks."""
 
 import math
 
