@@ -262,6 +262,14 @@ def test_select_support_matches_the_numpy_twin_on_a_long_d(spread):
         np.testing.assert_array_equal(idx[:m], naive_partial_support(d, budget))
 
 
+def test_select_support_sends_an_infinite_deviation():
+    d = np.array([0.0, 0.5, np.inf, -0.25, 0.0])
+    idx = np.full(5, -1, np.int32)
+    m = sync.select_support(d, 1.0, idx)
+    np.testing.assert_array_equal(idx[:m], naive_partial_support(d, 1.0))
+    np.testing.assert_array_equal(idx[:m], [2])
+
+
 def test_deviation_is_w_minus_r():
     rng = np.random.default_rng(8)
     r, v, d = rng.standard_normal(50), rng.standard_normal(50), np.empty(50)

@@ -301,8 +301,8 @@ def select_support(d, budget, idx):
     passes), a quickselect on those finds the first sent among them, and one
     pass writes every j sent: O(n), no sort, no n-sized buffer."""
     n = d.shape[0]
-    kept_sum, _ = _below(d, np.inf)
-    if kept_sum <= budget:
+    kept_sum, above = _below(d, np.inf)
+    if kept_sum <= budget and above == 0:  # (an infinite d_j² is never below: it is sent)
         return 0
     tau, top, top_above = kept_sum, np.inf, 0  # Σ_{d_j² < top} d_j² > budget; top_above: the d_j² ≥ top
     kept_sum, above = _below(d, tau)
