@@ -178,11 +178,10 @@ class OnlineLearners:
         check_end[checks − 1] if violated, else all of them."""
         y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
         check_end = np.ascontiguousarray(check_end, dtype=np.int64)
-        threshold = np.ascontiguousarray(threshold, dtype=np.float64)
-        if threshold.shape != check_end.shape:  # one for all
-            threshold = np.full(check_end.shape, threshold)
         status, row, checks, violated = online.learn_rows(
-            *self._rows(indptr, indices, data, y, owner), check_end, threshold, *self._state())
+            *self._rows(indptr, indices, data, y, owner), check_end, np.full(check_end.shape, threshold, np.float64),
+            *self._state(),
+        )  # fmt: skip
         if status != online.OK:
             self._raise_on(status, row, y, owner)
         return int(checks), bool(violated)
