@@ -420,6 +420,28 @@ class SimTransport:
         for l, sent in parts.items():
             L.take_part(l, model, sent)
 
+    def send_parts(self, ids, parts):
+        """--partial: each learner of ids takes its own part (``MPITransport.send_parts``:
+        its values on S_l and b̄ as one message each, quantized with rank 0's draws in id
+        order; rank 0 takes its own exactly)."""
+        L = self.L
+        ids = [int(i) for i in ids]
+        nbytes, taken = [], []
+        for i, part in zip(ids, parts, strict=True):
+            z = part.z
+            if i != 0:
+                if L.compress != "none":
+                    buf = L.result_message(0, part)
+                    z = L.decode_result(buf, part.support)
+                    nbytes.append(len(buf))
+                else:
+                    nbytes.append(int(wire.result_nbytes(np.count_nonzero(part.support))))
+            taken.append(z)
+        self.send("partial_result", self._others(ids), np.array(nbytes, np.int64))
+        self.results[ids] += 1
+        for i, z in zip(ids, taken):
+            L.take_part(i, z, self.sent[i])
+
     def full_sync(self):
         """The Allreduce; inside a resolution (``resolving``) rank 0 first sends
         COMMAND FULLSYNC to every other rank (relayed in the default mode). Every
