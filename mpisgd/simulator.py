@@ -406,19 +406,14 @@ class SimTransport:
         self.send("balance_result", others, nbytes)
         members = set(np.asarray(ids).tolist())
         self.results[slice(None) if new_reference else np.asarray(ids, np.int64)] += 1
-        # members that sent a partial model take the result on its coordinates (docs/ALGORITHMS.md §4.7)
-        parts = {l: z for l, z in self.sent.items() if l in members and isinstance(z, wire.Part)}
-        progress = {l: L.progress(l, z) for l, z in self.sent.items()
-                    if (new_reference or l in members) and l not in parts}
+        progress = {l: L.progress(l, z) for l, z in self.sent.items() if new_reference or l in members}
         if new_reference:
             L.set_reference(model)
             model = L.models([0])[0]  # r itself: u = 0, α = 1
-        elif len(parts) < len(members):
-            L.set_models([l for l in np.asarray(ids).tolist() if l not in parts], model)
+        else:
+            L.set_models(ids, model)
         for l, steps in progress.items():
             L.take(l, model, steps)
-        for l, sent in parts.items():
-            L.take_part(l, model, sent)
 
     def send_parts(self, ids, parts):
         """--partial: each learner of ids takes its own part (``MPITransport.send_parts``:
