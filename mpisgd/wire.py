@@ -389,16 +389,12 @@ def union_of_blocks(blocks, n, m):
     size = m + 1
     if blocks.ndim != 1 or blocks.dtype != np.int32 or len(blocks) % size:
         raise MpisgdError(f"wire: {blocks.nbytes} bytes are not whole index blocks of {4 * size} bytes")
-    mask = np.zeros(n, dtype=np.bool_)
-    for b in range(len(blocks) // size):
-        block = blocks[b * size : (b + 1) * size]
-        c = int(block[0])
-        idx = block[1 : 1 + c] if 0 <= c <= m else None
-        if idx is None or (c and (idx[0] < 0 or idx[-1] >= n or np.any(np.diff(idx) <= 0))):
-            raise MpisgdError(f"wire: an index block of a partial sync has a count outside [0, {m}] or "
-                              f"indices outside [0, {n}) or not strictly increasing")
-        mask[idx] = True
-    return np.flatnonzero(mask)
+    out = np.empty(min(n, len(blocks)), dtype=np.int64)
+    c = sync.union_of_index_blocks(blocks, m, n, np.zeros((n + 63) // 64, dtype=np.uint64), out)
+    if c < 0:
+        raise MpisgdError(f"wire: an index block of a partial sync has a count outside [0, {m}] or "
+                          f"indices outside [0, {n}) or not strictly increasing")
+    return out[:c]
 
 
 # Partial model messages (--partial θ, docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial model
