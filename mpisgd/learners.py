@@ -311,6 +311,20 @@ class OnlineLearners:
     def decode_partial(self, buf):
         return wire.decode_partial(buf, self.n_features, self.compress)
 
+    def result_message(self, l, part):
+        """The wire message, sent by learner l, of a member's balance result
+        ``part`` (``wire.Part``): its values on S_l and b̄ (``wire.encode_result``)."""
+        idx = np.flatnonzero(part.support)
+        uniform = None
+        if self.compress != "none":  # learner l's next draws, as for its other messages (``_encode``)
+            uniform = wire.uniforms([self.first_id + l], [self.encoded[l]], len(idx))[0]
+            self.encoded[l] += 1
+        return wire.encode_result(part.z[self.n_features], part.z[idx], self.compress, uniform)
+
+    def decode_result(self, buf, support):
+        """A balance result for the member whose S_l is ``support`` -> z on S_l (``wire.decode_result``)."""
+        return wire.decode_result(buf, support, self.n_features, self.compress)
+
     def take_part(self, l, z, sent):
         """Learner l, which sent the partial model ``sent`` (``wire.Part``, as
         decoded), takes the balanced model z = [u, b, 1] on its S_l and the bias:

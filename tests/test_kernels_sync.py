@@ -375,10 +375,11 @@ def test_partial_sync_with_the_whole_budget_averages_nothing_but_the_bias():
 @pytest.mark.parametrize("theta", [0.1, 0.5])
 def test_partial_balancing_keeps_the_mean_and_meets_each_members_condition(theta, compress):
     """Violators send their partial models, a fetched member its own on S_B and
-    beyond; every member takes the balanced model on its S_l: the mean of all
-    models is kept on every coordinate, off S_l nothing moves, and the
-    coordinator's ‖w_l − r‖² of each member (``PartialBalance``) is the one it
-    holds (uncompressed), as the NumPy twin makes it."""
+    beyond; every member takes its own result, the balanced model on its S_l,
+    through the wire (rank 0 its own exactly): the mean of all models is kept
+    on every coordinate (q8: up to the results' rounding), off S_l nothing
+    moves, and the coordinator's ‖w_l − r‖² of each member (``PartialBalance``)
+    is the one it holds (uncompressed), as the NumPy twin makes it."""
     from mpisgd.protocol.coordinator import PartialBalance
     from tests.naive import naive_partial_balance
 
@@ -396,7 +397,6 @@ def test_partial_balancing_keeps_the_mean_and_meets_each_members_condition(theta
     replies = [L.partial_message(l, budget, asked)[1] for l in fetched]
     balance.add(replies)
     parts = [*sent, *replies]
-    mean = balance.mean()
     steps = balance.farthest()  # the coordinator's largest ‖w_l − r‖² after the balancing
     request, held = next(steps), []
     try:
@@ -405,10 +405,21 @@ def test_partial_balancing_keeps_the_mean_and_meets_each_members_condition(theta
             request = steps.send(held[-1])
     except StopIteration as stop:
         farthest = stop.value
-    for l, part in zip([*violators, *fetched], parts, strict=True):
-        L.take_part(l, mean, part)
+    method, ids, results = balance.result([*violators, *fetched], False)  # in the order they joined B
+    assert method == "send_parts" and list(ids) == [0, 1, 2, 3]  # in increasing id, each its own part
+    rounding = 0.0  # q8: the largest step of a result's levels
+    for l, result in zip(ids, results, strict=True):
+        np.testing.assert_array_equal(result.support, parts[l].support)
+        z = result.z
+        if l != 0:  # rank 0 takes its own exactly; the others decode their message on the S_l they sent
+            buf = L.result_message(0, result)
+            assert len(buf) == wire.result_nbytes(np.count_nonzero(result.support), compress)
+            z = L.decode_result(buf, parts[l].support)
+            rounding = max(rounding, np.max(np.abs(result.z[:n]), initial=0) / 127)
+        L.take_part(l, z, parts[l])
     W2 = np.array([L.weights(l)[0] for l in range(k)])
-    np.testing.assert_allclose(W2.mean(axis=0), W.mean(axis=0), rtol=1e-12, atol=1e-12)  # on every coordinate
+    atol = 1e-12 if compress == "none" else rounding
+    np.testing.assert_allclose(W2.mean(axis=0), W.mean(axis=0), rtol=1e-12, atol=atol)  # on every coordinate
     np.testing.assert_allclose(L.bias.mean(), b.mean(), rtol=1e-12)
     for l, part in enumerate(parts):
         np.testing.assert_array_equal(W2[l, ~part.support], W[l, ~part.support])  # off S_l nothing moves
