@@ -12,6 +12,7 @@ from naive import naive_dloss, naive_eta
 
 from mpisgd.errors import MpisgdError
 from mpisgd.protocol import AUTO, DELTA_SCALE, REGISTRY, Pilot, ProtocolConfig, auto_delta
+from mpisgd.protocol.delta import spread
 from mpisgd.simulator import Simulation, make_stream, run_many
 
 PAPER = {"loss": "log", "lam": 0.0, "schedule": "constant", "eta0": 1.0, "average": False}
@@ -36,7 +37,7 @@ def test_auto_delta_is_the_rule_of_the_pilots_rows(learner):
     config = ProtocolConfig(pilot_rounds=P)
     pilot = Pilot(config, learner, k, 100)
     pilot.add(indptr, data, y, owner)
-    delta, record = auto_delta(config, learner, pilot.statistics())
+    delta, record = auto_delta(config, learner, pilot.statistics(), 40)
 
     fit_intercept = learner.get("fit_intercept", True)
     G = sum(naive_dloss(learner["loss"], 0.0, y[i], 0.0) ** 2
@@ -45,12 +46,32 @@ def test_auto_delta_is_the_rule_of_the_pilots_rows(learner):
     assert record["G"] == pytest.approx(G, rel=1e-12) and record["pilot_rows"] == m
     assert record["eta_P"] == pytest.approx(eta, rel=1e-12)
     assert delta == pytest.approx(DELTA_SCALE * eta * math.sqrt(eta * G), rel=1e-12)
+    assert record["spread"] == 40 * m / nnz.sum()  # n over a row's mean non-zeros
+
+
+def test_the_spread_is_n_over_the_mean_non_zeros_of_every_learners_pilot_rows():
+    """The pilot's statistic against a NumPy twin: per learner its rows and
+    their non-zeros, in any order and any cut of the rows into pieces; over
+    every learner n·rows / non-zeros (None where the rows hold no non-zero)."""
+    rng = np.random.default_rng(11)
+    k, m, n = 4, 40, 1000
+    nnz = rng.integers(0, 30, size=m)
+    indptr = np.concatenate([[0], np.cumsum(nnz)])
+    data, y, owner = rng.normal(size=indptr[-1]), rng.choice([-1.0, 1.0], size=m), rng.integers(0, k, size=m)
+    pilot = Pilot(ProtocolConfig(), PAPER, k, 100)
+    for lo, hi in ((0, 7), (7, 8), (8, 40)):
+        pilot.add(indptr[lo : hi + 1], data, y[lo:hi], owner[lo:hi])
+    statistics = pilot.statistics()
+    assert [e for _s, _r, e in statistics] == [int(nnz[owner == l].sum()) for l in range(k)]
+    assert [r for _s, r, _e in statistics] == np.bincount(owner, minlength=k).tolist()
+    assert spread(statistics, n) == n * m / nnz.sum()
+    assert spread([(1.0, 3, 0), (1.0, 2, 0)], n) is None
 
 
 def test_a_pilot_stopped_and_restored_from_its_state_gives_the_same_statistics():
     """A checkpoint during the pilot: its rows so far (``Pilot.state_dict``),
     restored into a new pilot (``load_state_dict``) that takes the rest, give
-    every learner's sum and count exactly, as one pilot that took them all."""
+    every learner's sum, count and non-zeros exactly, as one pilot that took them all."""
     rng = np.random.default_rng(5)
     k, m = 3, 24
     indptr = np.concatenate([[0], np.cumsum(rng.integers(1, 6, size=m))])
@@ -64,7 +85,8 @@ def test_a_pilot_stopped_and_restored_from_its_state_gives_the_same_statistics()
     resumed.load_state_dict(first.state_dict())
     resumed.add(indptr[10:], data, y[10:], owner[10:])
     assert resumed.statistics() == whole.statistics()
-    assert [n for _s, n in resumed.statistics()] == [8, 8, 8]
+    assert [n for _s, n, _e in resumed.statistics()] == [8, 8, 8]
+    assert [e for _s, _n, e in resumed.statistics()] == [int(np.diff(indptr)[owner == l].sum()) for l in range(k)]
     with pytest.raises(ValueError, match="state of 3 learners, this pilot has 2"):
         Pilot(config, PAPER, 2, 100).load_state_dict(first.state_dict())
 

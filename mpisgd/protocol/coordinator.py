@@ -190,11 +190,12 @@ class Coordinator:
             return self.delta / np.sqrt(t)  # Δ_t = Δ0 / √t
         return self.delta
 
-    def set_auto_delta(self, statistics, learner, k=None):
-        """End the pilot of --delta auto: Δ from every learner's (Σ, count) in
-        learner (rank) order (``Pilot.statistics``, allgathered under MPI).
-        Every rank calls it with the same list and gets the same Δ."""
-        self.delta, self.auto = auto_delta(self.config, learner, statistics)
+    def set_auto_delta(self, statistics, learner, n_features):
+        """End the pilot of --delta auto: Δ from every learner's (Σ, count,
+        non-zeros) in learner (rank) order (``Pilot.statistics``, allgathered
+        under MPI) over n_features. Every rank calls it with the same list and
+        gets the same Δ."""
+        self.delta, self.auto = auto_delta(self.config, learner, statistics, n_features)
         return self.delta
 
     def steer(self, spent, rounds, entries, n_features):
