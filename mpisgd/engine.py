@@ -41,7 +41,8 @@ class Engine:
             else:
                 self.points = DelayedCheckPoints(self.coordinator, delay)
             transport.steer = self.coordinator.steer if config.budget else None  # --budget: Δ at full syncs
-            transport.partial = self.coordinator.partial_budget if config.partial else None  # --partial: θΔ
+            # --partial, or --delta auto's choice at the pilot's end: θΔ
+            transport.partial = self.coordinator.partial_budget if config.partial or config.auto else None
 
     def end_pilot(self, world, statistics, learner, n_features):
         """--delta auto, after round P on every rank: the pilot's ``statistics``

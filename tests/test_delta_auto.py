@@ -12,7 +12,8 @@ from naive import naive_dloss, naive_eta
 
 from mpisgd.errors import MpisgdError
 from mpisgd.protocol import AUTO, DELTA_SCALE, REGISTRY, Pilot, ProtocolConfig, auto_delta
-from mpisgd.protocol.delta import spread
+from mpisgd.data.synthetic import LinearTeacherStream
+from mpisgd.protocol.delta import PARTIAL_SCALE, PARTIAL_THETA, SPREAD_PARTIAL, partial_default, spread
 from mpisgd.simulator import Simulation, make_stream, run_many
 
 PAPER = {"loss": "log", "lam": 0.0, "schedule": "constant", "eta0": 1.0, "average": False}
@@ -89,6 +90,48 @@ def test_a_pilot_stopped_and_restored_from_its_state_gives_the_same_statistics()
     assert [e for _s, _n, e in resumed.statistics()] == [int(np.diff(indptr)[owner == l].sum()) for l in range(k)]
     with pytest.raises(ValueError, match="state of 3 learners, this pilot has 2"):
         Pilot(config, PAPER, 2, 100).load_state_dict(first.state_dict())
+
+
+def test_partial_syncs_are_the_default_only_where_the_rows_spread_and_nothing_rules_them_out():
+    """The one decision (``partial_default``): (θ, F) from the spread
+    threshold on, None below it; an explicit --partial, --delta-scale,
+    --budget or --node-size, or a rule other than SGD's, keeps full syncs."""
+    assert partial_default(ProtocolConfig(), PAPER, SPREAD_PARTIAL) == (PARTIAL_THETA, PARTIAL_SCALE)
+    assert partial_default(ProtocolConfig(), PAPER, SPREAD_PARTIAL * 0.99) is None
+    assert partial_default(ProtocolConfig(), PAPER, None) is None  # no non-zero in the pilot
+    for chosen in ({"partial": 0.5}, {"delta_scale": 1.0}, {"budget": 0.5}, {"node_size": 2, "mode": "sync"}):
+        assert partial_default(ProtocolConfig(**chosen), PAPER, 1e6) is None, chosen
+    for rule in ("rda", "pa"):
+        assert partial_default(ProtocolConfig(), {**PAPER, "rule": rule}, 1e6) is None, rule
+
+
+def _same_run(a, b):
+    return all(a[key] == b[key] for key in ("errors", "examples", "bytes_sent", "messages_sent"))
+
+
+def test_the_defaults_sync_partially_on_a_sparse_stream_and_fully_on_shared_coordinates():
+    """The linear teacher on 8,000 features, 20 non-zeros a row (spread 400):
+    the defaults' pilot turns on partial syncs of θ with F times the rule's Δ,
+    and the run is the one of those options given; the disjunction on 30
+    features (every row over a third of them) keeps full syncs, the run of the
+    rule's own c given."""
+    k, T = 2, 800
+    sparse = LinearTeacherStream(8000, k, seed=1, nnz_per_row=20)
+    given = ProtocolConfig(partial=PARTIAL_THETA, delta_scale=PARTIAL_SCALE * DELTA_SCALE)
+    same_delta = ProtocolConfig(delta_scale=PARTIAL_SCALE * DELTA_SCALE)  # full syncs
+    default, explicit, full = run_many(sparse, T, [Simulation(k, 8000, T, c, PAPER)
+                                                   for c in (ProtocolConfig(), given, same_delta)])
+    auto = default["delta_auto"]
+    assert auto["spread"] == pytest.approx(400.0) and auto["partial"] == PARTIAL_THETA
+    assert auto["partial_scale"] == PARTIAL_SCALE and auto["delta"] == explicit["delta_auto"]["delta"]
+    assert explicit["delta_auto"]["partial"] is None  # the user's θ and c: no choice made
+    assert default["stats"]["full_syncs"]["hedge"] > 0 and _same_run(default, explicit)
+    assert default["bytes_sent"]["full_sync"] < full["bytes_sent"]["full_sync"]  # the syncs were partial
+    dense = make_stream("disjunction", 30, k, 1, 0.0002)
+    default, full = run_many(dense, T, [Simulation(k, 30, T, c, PAPER)
+                                        for c in (ProtocolConfig(), ProtocolConfig(delta_scale=DELTA_SCALE))])
+    assert default["delta_auto"]["spread"] < SPREAD_PARTIAL and default["delta_auto"]["partial"] is None
+    assert default["delta_auto"]["delta"] == full["delta_auto"]["delta"] and _same_run(default, full)
 
 
 def test_the_dynamic_protocol_declares_its_default_delta():

@@ -206,13 +206,14 @@ class Coordinator:
         return self.delta
 
     def partial_budget(self):
-        """--partial θ: θΔ, the divergence each learner may keep off a full
-        sync, which then averages only the coordinates beyond it
-        (docs/ALGORITHMS.md §4.7); None: a full sync of every coordinate
-        (no --partial, or Δ not measured yet)."""
-        if self.config.partial is None or self.delta is None:
+        """--partial θ, or the θ --delta auto chose (``auto_delta``'s record):
+        θΔ, the divergence each learner may keep off a full sync, which then
+        averages only the coordinates beyond it (docs/ALGORITHMS.md §4.7);
+        None: a full sync of every coordinate (no θ, or Δ not measured yet)."""
+        theta = self.config.partial if self.config.partial is not None else (self.auto or {}).get("partial")
+        if theta is None or self.delta is None:
             return None
-        return self.config.partial * float(self.delta)
+        return theta * float(self.delta)
 
     # -- full syncs ---------------------------------------------------------
 

@@ -13,6 +13,10 @@ AUTO = "auto"  # delta = AUTO (the dynamic protocol's default): Δ measured in a
 DELTA_SCALE = 3.6  # c of the auto rule Δ = c·η·√(η·G) (measured: docs/ALGORITHMS.md §4.4)
 RDA_DELTA_SCALE = 0.006  # c of the rda learners' rule Δ = c·η²·G (measured: docs/ALGORITHMS.md §4.4)
 PILOT_ROUNDS = 8  # P: rounds of the pilot (unchecked: kept short, docs/ALGORITHMS.md §4.4)
+# the defaults' partial syncs where the rows spread (measured: docs/ALGORITHMS.md §4.4, docs/RESULTS.md)
+SPREAD_PARTIAL = 200.0  # the rows' spread from which --delta auto syncs partially (pilots: RCV1 ≥ 500, w8a 69, a9a 9)
+PARTIAL_THETA = 0.9  # θ of those partial syncs
+PARTIAL_SCALE = 12.0  # F: their Δ is F times the rule's (a learner keeps θΔ local, so its room is (1 − θ)Δ)
 
 
 def pilot_values(indptr, data, y, learner):
@@ -100,17 +104,35 @@ def spread(statistics, n_features):
     return int(n_features) * rows / entries if entries else None
 
 
+def partial_default(config, learner, spread_):
+    """(θ, F) of the defaults' partial syncs, or None for full syncs: partial
+    where the pilot's rows spread (``spread`` ≥ SPREAD_PARTIAL) and nothing
+    the user chose rules it out — an explicit --partial, --delta-scale or
+    --budget, --node-size (which partial syncs do not serve), a rule other
+    than SGD's (the measurement's); --delta-decay and a numeric --delta have
+    no pilot (docs/ALGORITHMS.md §4.4)."""
+    chosen = (config.partial, config.delta_scale, config.budget, config.node_size)
+    if any(v is not None for v in chosen) or learner.get("rule", "sgd") != "sgd":
+        return None
+    if spread_ is None or spread_ < SPREAD_PARTIAL:
+        return None
+    return PARTIAL_THETA, PARTIAL_SCALE
+
+
 def auto_delta(config, learner, statistics, n_features):
     """Δ = c·√(η_P · η_P²·G) = c·η_P·√(η_P·G) (docs/ALGORITHMS.md §4.4): the
     geometric mean of the step size η_P (the scale of SGD's own fluctuation)
     and η_P²·G (the squared length of a first step), times c. G is the mean
     over the pilot's rows of every learner of ``pilot_values``, from
     [(Σ, rows, non-zeros)] per learner in learner order, summed with
-    math.fsum, and the record has the rows' ``spread`` over n_features; η_P the
+    math.fsum; η_P the
     step size at round P (passive-aggressive rules: 1). For rda, whose step
     1/(γ√t) decays and whose model has no stationary fluctuation, Δ = c·η_P²·G
     with η_P = 1/(γ√P). c: ``config.delta_scale``, else the rule's own
-    (DELTA_SCALE, RDA_DELTA_SCALE). Returns (Δ, the record for report.json)."""
+    (DELTA_SCALE, RDA_DELTA_SCALE). Where the rows spread over n_features
+    (``partial_default``), c is F times the rule's and full syncs become
+    partial ones of θ: the record's ``partial`` (θ, else None). Returns (Δ,
+    the record for report.json)."""
     from mpisgd.kernels.schedules import SCHEDULES, eta
 
     sums = [float(s) for s, _n, _e in statistics]
@@ -119,6 +141,9 @@ def auto_delta(config, learner, statistics, n_features):
     P = int(config.pilot_rounds)
     rule = learner.get("rule", "sgd")
     c = config.delta_scale if config.delta_scale is not None else RDA_DELTA_SCALE if rule == "rda" else DELTA_SCALE
+    s = spread(statistics, n_features)
+    theta, F = partial_default(config, learner, s) or (None, 1.0)
+    c *= F
     if rule == "rda":
         step = 1.0 / (float(learner.get("gamma", 1.0)) * math.sqrt(P))  # the step of u at round P
         delta = c * step * step * G  # c·η²G: a squared first step
@@ -136,7 +161,7 @@ def auto_delta(config, learner, statistics, n_features):
                           "the loss has no slope at w = 0 there; give a numeric --delta")
     record = {"rule": f"{name}, G = mean over the pilot's rows of dloss(0, y)^2 * (|x|^2 + fit_intercept)",
               "formula": formula, "c": c, "pilot_rounds": P, "eta_P": step, "G": G, "pilot_rows": rows,
-              "spread": spread(statistics, n_features), "delta": delta}
+              "spread": s, "spread_partial": SPREAD_PARTIAL, "partial": theta, "partial_scale": F, "delta": delta}
     return delta, record
 
 
