@@ -15,7 +15,9 @@ the other. Prints, with the command line of each measurement:
    its rank to core 0, both ranks to one core (tests/netns_cluster.py passes
    --bind-to none);
 2. wall time and bytes of a short `mpisgd train` run across the link, static
-   b=8 against dynamic Δ=10 b=8 and the dynamic defaults (RCV1-like stream, log loss).
+   b=8 against dynamic Δ=10 b=8, the dynamic defaults and two partial
+   configurations (RCV1-like stream, log loss; medians of --repeats runs, the
+   protocols alternating, each wall also as a multiple of static b=8's).
 
 Needs root, iproute2, Debian's Open MPI and .venv-mpi (`make venv-mpi`); run
 with the test environment's python: `make bench-network`.
@@ -25,6 +27,7 @@ import argparse
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -88,34 +91,42 @@ def latency_table(cluster, rates, sizes):
         print(f"  {name}:\n    {show(argv)}")
 
 
-def train_table(cluster, rate, rounds):
+TRAINING = (("none", ["--protocol", "none"]),
+            ("static b=8", ["--protocol", "static", "--period", "8"]),
+            ("dynamic Δ=10 b=8", ["--protocol", "dynamic", "--period", "8", "--delta", "10"]),
+            ("defaults", ["--protocol", "dynamic"]),
+            ("partial θ=0.75 F=57.6", ["--protocol", "dynamic", "--partial", "0.75", "--delta-scale", "57.6"]),
+            ("partial θ=0.9 F=57.6", ["--protocol", "dynamic", "--partial", "0.9", "--delta-scale", "57.6"]))
+
+
+def train_table(cluster, rate, rounds, repeats):
+    """Each protocol's run ``repeats`` times, the protocols alternating; medians of each column."""
     cluster.set_rate(rate)
     print(f"\n## Training across the link at {rate}: RCV1-like stream, 2 ranks, {rounds} rounds, "
-          "log loss\n")
-    print(f"{'protocol':20s} {'wall s':>8s} {'MPI s':>8s} {'bytes':>12s} {'messages':>9s} "
+          f"log loss; medians of {repeats} alternating runs\n")
+    argvs, rows = {}, {name: [] for name, _ in TRAINING}
+    for _ in range(repeats):
+        for name, options in TRAINING:
+            with tempfile.TemporaryDirectory() as out:
+                argv = cluster.mpirun(cluster.python, "-m", "mpi4py", "-m", "mpisgd", "train",
+                                      "--synthetic", "rcv1", "--rounds", rounds, "--loss", "log", "--lam", "0",
+                                      "--schedule", "constant", "--eta0", "1", "--no-average",
+                                      *options, "--quiet", "--out", out, env_names=ENV_NAMES)
+                run(argv)
+                report = json.loads((Path(out) / "report.json").read_text())
+            ranks, c = report["per_rank"], report["communication"]
+            rows[name].append((max(r["time"]["wall"] for r in ranks), max(r["time"]["communication"] for r in ranks),
+                               c["total_bytes"], c["total_messages"], report["online"]["error_rate"]))
+            argvs[name] = argv
+    static = statistics.median(row[0] for row in rows["static b=8"])
+    print(f"{'protocol':24s} {'wall s':>8s} {'× static':>8s} {'MPI s':>8s} {'bytes':>12s} {'messages':>9s} "
           f"{'error':>7s}")
-    commands = []
-    for name, options in (("none", ["--protocol", "none"]),
-                          ("static b=8", ["--protocol", "static", "--period", "8"]),
-                          ("dynamic Δ=10 b=8", ["--protocol", "dynamic", "--period", "8",
-                                                "--delta", "10"]),
-                          ("defaults", ["--protocol", "dynamic"])):
-        with tempfile.TemporaryDirectory() as out:
-            argv = cluster.mpirun(cluster.python, "-m", "mpi4py", "-m", "mpisgd", "train",
-                                  "--synthetic", "rcv1", "--rounds", rounds, "--loss", "log", "--lam", "0",
-                                  "--schedule", "constant", "--eta0", "1", "--no-average",
-                                  *options, "--quiet", "--out", out, env_names=ENV_NAMES)
-            run(argv)
-            report = json.loads((Path(out) / "report.json").read_text())
-        ranks = report["per_rank"]
-        wall = max(r["time"]["wall"] for r in ranks)
-        comm_s = max(r["time"]["communication"] for r in ranks)
-        c = report["communication"]
-        print(f"{name:20s} {wall:8.2f} {comm_s:8.2f} {c['total_bytes']:12d} "
-              f"{c['total_messages']:9d} {report['online']['error_rate']:7.4f}", flush=True)
-        commands.append((name, argv))
+    for name, _ in TRAINING:
+        wall, comm_s, nbytes, messages, error = (statistics.median(column) for column in zip(*rows[name]))
+        print(f"{name:24s} {wall:8.3f} {wall / static:8.3f} {comm_s:8.3f} {nbytes:12.0f} {messages:9.0f} "
+              f"{error:7.4f}", flush=True)
     print("\ncommands:")
-    for name, argv in commands:
+    for name, argv in argvs.items():
         print(f"  {name}:\n    {show(argv)}")
 
 
@@ -125,14 +136,17 @@ def main():
                         help="tbf rates per direction ('none': no tbf)")
     parser.add_argument("--train-rate", default="100mbit")
     parser.add_argument("--rounds", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each protocol, alternating (medians)")
+    parser.add_argument("--no-latency", action="store_true", help="the training table only")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench_network.py needs root (network namespaces)")
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     cluster = NetnsCluster.start()
     try:
-        latency_table(cluster, [None if r == "none" else r for r in args.rates], SIZES)
-        train_table(cluster, args.train_rate, args.rounds)
+        if not args.no_latency:
+            latency_table(cluster, [None if r == "none" else r for r in args.rates], SIZES)
+        train_table(cluster, args.train_rate, args.rounds, args.repeats)
     finally:
         cluster.stop()
 

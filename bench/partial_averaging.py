@@ -12,8 +12,8 @@ drift probability 0.0002 a round). T = 5,000 rounds, log loss, η = 1, λ = 0, n
 at each Δ of --deltas with full syncs and with --partial θ for each θ of --thetas; each
 uncompressed and with --compress q8 (--compress chooses).
 
-For each configuration: the median [min, max] over seeds of its online errors and bytes
-divided by static b=8's uncompressed on the same seed, its full syncs, and whether it is
+For each configuration: the median [min, max] over seeds of its online errors, bytes and
+messages (MPI messages of every kind) divided by static b=8's uncompressed on the same seed, its full syncs, and whether it is
 at static b=8's error within 1 % (E / E_s8 ≤ 1.01 on the median); then its bytes by message
 kind (``wire.CATEGORIES``), each over static b=8's total. The last lines name,
 per compression and sync kind, the configuration with the fewest bytes among those within
@@ -64,6 +64,7 @@ def one_seed(task):
     out = {"stream": stream_name, "k": k, "seed": seed, "seconds": time.perf_counter() - start, "rows": {}}
     for (name, _p, _c), r in zip(chosen, results):
         out["rows"][name] = {"errors": r["errors"], "bytes": sum(r["bytes_sent"].values()),
+                             "messages": sum(r["messages_sent"].values()),
                              "by_kind": r["bytes_sent"],
                              "full_syncs": sum(v for c, v in r["stats"]["full_syncs"].items() if c != "final")}
     print(f"{stream_name} k={k} seed {seed}: {len(chosen)} configurations in {out['seconds']:.0f} s",
@@ -80,15 +81,17 @@ def report(per_seed):
     names = [n for n in first["rows"] if all(n in s["rows"] for s in per_seed)]
     print(f"{first['stream']}, k = {first['k']}, T = {T}: {len(per_seed)} seeds; ratios to static b=8 "
           "(uncompressed) on the same seed, median [min, max]\n")
-    print("| configuration | E / E_s8 | bytes / s8 | full syncs | within 1 % |")
-    print("|---|---|---|---|---|")
+    print("| configuration | E / E_s8 | bytes / s8 | messages / s8 | full syncs | within 1 % |")
+    print("|---|---|---|---|---|---|")
     best = {}
     for name in names:
         rows = [(s["rows"][name], s["rows"]["static b=8 none"]) for s in per_seed]
         e = np.array([r["errors"] / s["errors"] for r, s in rows])
         b = np.array([r["bytes"] / s["bytes"] for r, s in rows])
+        m = np.array([r["messages"] / s["messages"] for r, s in rows])
         ok = np.median(e) <= TOLERANCE
-        print(f"| {name} | {_cell(e)} | {_cell(b)} | {np.median([r['full_syncs'] for r, _ in rows]):.0f} | "
+        print(f"| {name} | {_cell(e)} | {_cell(b)} | {_cell(m)} | "
+              f"{np.median([r['full_syncs'] for r, _ in rows]):.0f} | "
               f"{'yes' if ok else 'no'} |")
         kind = "static" if name.startswith("static") else ("full" if " full " in name else "partial")
         key = (kind, name.rsplit(" ", 1)[1])

@@ -1,7 +1,8 @@
 """The CPU cost of a full sync against a bare MPI call of the same bytes (bench/README.md).
 
     NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 .venv/bin/mpiexec -n 2 .venv/bin/python bench/sync_cost.py \\
-        [--syncs 400] [--period 8] [--dynamic-rounds 48] [--steps] [--quantile 0.5]
+        [--syncs 400] [--period 8] [--dynamic-rounds 48] [--partial-rounds 60] [--kept 0.75] [--steps] \\
+        [--quantile 0.5]
 
 Every rank learns its rows of the RCV1-like stream (``--synthetic rcv1``, 47,152 features, log
 loss, η = 1) and, at each of ``--syncs`` sync points, takes part in a full sync through
@@ -10,7 +11,11 @@ of the bytes this rank sent in that sync, both after a barrier. Two cases:
 
 - static: a blocking full sync every ``--period`` rounds (static b=8);
 - dynamic: the default mode's nonblocking full sync (every rank joined, waited on) after
-  ``--dynamic-rounds`` rounds, the union of supports a dynamic full sync carries.
+  ``--dynamic-rounds`` rounds, the union of supports a dynamic full sync carries;
+- partial: a blocking partial sync (``--partial``, docs/ALGORITHMS.md §4.7) after
+  ``--partial-rounds`` rounds whose budget θΔ is ``--kept`` of each rank's ‖w − r‖², so that
+  each learner sends the fewest coordinates carrying the rest; the divergence it keeps grows
+  from sync to sync, as in ``train --partial`` (where w − r has 14,000–29,000 non-zeros).
 
 With ``--steps``, instead: the static case taken apart, each step of ``MPITransport._pairs_steps``
 timed on its own in the same loop (the gather of the touched coordinates, the probe, the block, the
@@ -120,6 +125,9 @@ def main():
     parser.add_argument("--syncs", type=int, default=400, help="timed syncs per case")
     parser.add_argument("--period", type=int, default=8, help="rounds between static syncs")
     parser.add_argument("--dynamic-rounds", type=int, default=48, help="rounds before each dynamic full sync")
+    parser.add_argument("--partial-rounds", type=int, default=60, help="rounds before each partial sync")
+    parser.add_argument("--kept", type=float, default=0.75,
+                        help="the share of ‖w − r‖² a partial sync leaves local (its budget θΔ)")
     parser.add_argument("--steps", action="store_true", help="time each step of a static sync instead")
     parser.add_argument("--quantile", type=float, default=0.5, help="of each time over the syncs (0.5: median)")
     args = parser.parse_args()
@@ -140,12 +148,17 @@ def main():
         return
     rows = []
     with threadpool_limits(limits=1, user_api="blas"):  # as in an MPI rank
-        for name, rounds, dynamic in (("static b=%d" % args.period, args.period, False),
-                                      ("dynamic full sync (%d rounds)" % args.dynamic_rounds, args.dynamic_rounds,
-                                       True)):
+        for name, rounds, dynamic, kept in (
+            ("static b=%d" % args.period, args.period, False, None),
+            ("dynamic full sync (%d rounds)" % args.dynamic_rounds, args.dynamic_rounds, True, None),
+            ("partial sync (%d rounds, %g kept)" % (args.partial_rounds, args.kept), args.partial_rounds, False,
+             args.kept),
+        ):
             learners = OnlineLearners(1, stream.n_features, loss="log", eta0=1.0)
             learners.warm_up()
             transport = MPITransport(comm, learners, asynchronous=dynamic)
+            if kept is not None:  # --partial's sync with θΔ = kept·‖w − r‖² of this rank's learner
+                transport.partial = lambda learners=learners, kept=kept: kept * float(learners.distances()[0])
             mine = measure(comm, transport, stream, learners, rounds, args.syncs, dynamic, q)
             every = comm.comm.gather(mine, root=0)
             transport.close()

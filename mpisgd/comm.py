@@ -9,7 +9,7 @@ and are not counted.
 
 ``MPITransport`` is the protocol's transport (``mpisgd.protocol``) over MPI:
 on rank 0 the coordinator's requests (fetch, divergence, distances,
-send_balanced, full_sync), blocking for sync mode and as polled handles for
+send_balanced, send_parts, full_sync), blocking for sync mode and as polled handles for
 the default async mode (start_fetch, start_distances, start_full_sync); on
 the other ranks the answers (``serve`` until END in sync mode); the
 sync-mode check (``begin_check``: violation Isends and a nonblocking
@@ -662,6 +662,23 @@ class MPITransport:
             self._take(model, new_reference)
         self.prune_sends()
 
+    def send_parts(self, ids, parts):
+        """--partial: each learner of ids takes its own part (``wire.Part``):
+        a message of its values on its S_l and b̄ to each (partial_result,
+        never relayed: every one differs); rank 0 takes its own exactly."""
+        step = self.sequence["partial_result"]
+        relay = self.sequence["balance_result"].route == "relay"  # its receiver reads a relay trailer
+        for i, part in zip((int(i) for i in ids), parts, strict=True):
+            self.results_sent[i] += 1
+            if i == 0:
+                self._take(part.z, False)
+                continue
+            buf = self.learners.result_message(0, part)
+            if relay:
+                buf = np.concatenate([buf, wire.relay_trailer([i], self.k)])
+            self._isend(buf, i, step.tag, step.category)
+        self.prune_sends()
+
     # -- coordinator side, nonblocking (rank 0; blocking calls wait on these) ----
 
     def start_fetch(self, ids, asked=None, violations=None):
@@ -775,6 +792,8 @@ class MPITransport:
                 message, onward = wire.relay_result(buf, self.rank, self.k)
                 for child, part in onward:
                     self._isend(part, child, tag, "balance_result")
+            if isinstance(self.last_sent, wire.Part):  # --partial: its values on the S_l this learner sent
+                return tag, None, self.learners.decode_result(message, self.last_sent.support)
             return tag, None, self.learners.decode(message)
         if tag != COMMAND:
             raise MpisgdError(f"rank {self.rank}: unexpected message tag {tag} from rank {src}")

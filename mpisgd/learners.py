@@ -158,6 +158,8 @@ class OnlineLearners:
             index = wire.add_blocks(np.concatenate([block, block]), 1, m, total, counts)
             scratch.set_reference_pairs(total, 2, index, counts, idx[:c])
         scratch.partial_support(0, 0.0, np.empty(1), np.empty(1, np.int32))  # --partial
+        wire.union_of_blocks(wire.fill_index_block(np.empty(2, np.int32), np.zeros(1, np.int32), 1), 1, 1)
+        scratch.set_partial_sum(np.zeros(1, np.int64), np.zeros(2), 1)
 
     # -- learning -----------------------------------------------------------
 
@@ -308,6 +310,20 @@ class OnlineLearners:
     def decode_partial(self, buf):
         return wire.decode_partial(buf, self.n_features, self.compress)
 
+    def result_message(self, l, part):
+        """The wire message, sent by learner l, of a member's balance result
+        ``part`` (``wire.Part``): its values on S_l and b̄ (``wire.encode_result``)."""
+        idx = np.flatnonzero(part.support)
+        uniform = None
+        if self.compress != "none":  # learner l's next draws, as for its other messages (``_encode``)
+            uniform = wire.uniforms([self.first_id + l], [self.encoded[l]], len(idx))[0]
+            self.encoded[l] += 1
+        return wire.encode_result(part.z[self.n_features], part.z[idx], self.compress, uniform)
+
+    def decode_result(self, buf, support):
+        """A balance result for the member whose S_l is ``support`` -> z on S_l (``wire.decode_result``)."""
+        return wire.decode_result(buf, support, self.n_features, self.compress)
+
     def take_part(self, l, z, sent):
         """Learner l, which sent the partial model ``sent`` (``wire.Part``, as
         decoded), takes the balanced model z = [u, b, 1] on its S_l and the bias:
@@ -370,21 +386,14 @@ class OnlineLearners:
         of the run, for S = ``support`` (increasing). On S every w_l and r take
         the mean (r_S ← r_S + mean d_S); off S every w_l and r stay; every b_l
         and r_b take the mean bias."""
-        n = self.n_features
-        ids = np.arange(self.k)
-        z = self.models(ids)
-        d = z[:, :n] + (z[:, n + 1] - 1.0)[:, None] * self.r  # w_l − r = (α − 1)·r + u
         self._flush_averages()
         before = (self.r.copy() if len(self.Xi) else None), self.r_bias
-        self.r[support] += total[:-1] / k  # r_S ← mean_l w_lS
         self.r_bias = float(total[-1] / k)
-        self._new_reference(*before)  # every learner at r' (u = 0)
-        d[:, support] = 0.0  # w_l − r' = 0 on S, d_l off S
-        z[:, :n] = d
-        z[:, n] = self.r_bias
-        z[:, n + 1] = 1.0
-        for l in ids:
-            self.set_models([l], z[l])
+        online.partial_restart(np.asarray(support, dtype=np.int64), total[:-1] / k, self.r_bias, self.alpha,
+                               self.s, self.V, self.T, self.listed, self.bias, self.P, self.Q, self.r)
+        self._reference_moved(*before)
+        for l in range(self.k) if len(self.Xi) else ():  # PX along the directions as they are now
+            online.exact_px(l, self.V, self.Xi, self.PX)
 
     def set_reference_sum(self, total, k):
         """``set_reference(total / k)`` with the mean fused into the one pass over r."""
@@ -446,19 +455,23 @@ class OnlineLearners:
                 online.flush_average(l, self.alpha_sum, self.s_sum, self.V, self.U, self.A, self.r)
 
     def _new_reference(self, r_before, bias_before, own=None):
-        """After r changed (from r_before, bias_before): R = ‖r‖², fda's directions
-        (the change r' − r becomes ξ_1) and RX = ξ_w·r, and every learner at r
-        (with ``own``, every v is 0 off it: reset there only)."""
-        n = self.n_features
-        if len(self.Xi):
-            self._push_direction(np.append(self.r - r_before, self.r_bias - bias_before))  # [r' − r, b' − r_b]
-            self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
-        self.R = float(self.r @ self.r) if self._alpha_decays else 0.0  # every α is 1 again
+        """After r changed (from r_before, bias_before): ``_reference_moved``, and
+        every learner at r (with ``own``, every v is 0 off it: reset there only)."""
+        self._reference_moved(r_before, bias_before)
         if own is None:
             online.restart(self.r_bias, self.alpha, self.s, self.V, self.listed, self.bias, self.P, self.Q, self.PX)
         else:
             online.restart_at(own, self.r_bias, self.alpha, self.s, self.V, self.listed, self.bias, self.P, self.Q,
                               self.PX)
+
+    def _reference_moved(self, r_before, bias_before):
+        """After r changed (from r_before, bias_before; every α is 1 again): R = ‖r‖²,
+        fda's directions (the change r' − r becomes ξ_1) and RX = ξ_w·r."""
+        n = self.n_features
+        if len(self.Xi):
+            self._push_direction(np.append(self.r - r_before, self.r_bias - bias_before))  # [r' − r, b' − r_b]
+            self.RX = self.Xi[:, :n] @ self.r  # ξ_w·r
+        self.R = float(self.r @ self.r) if self._alpha_decays else 0.0
 
     def _push_direction(self, change):
         """The newest reference change becomes ξ_1; the older directions follow,

@@ -406,19 +406,36 @@ class SimTransport:
         self.send("balance_result", others, nbytes)
         members = set(np.asarray(ids).tolist())
         self.results[slice(None) if new_reference else np.asarray(ids, np.int64)] += 1
-        # members that sent a partial model take the result on its coordinates (docs/ALGORITHMS.md §4.7)
-        parts = {l: z for l, z in self.sent.items() if l in members and isinstance(z, wire.Part)}
-        progress = {l: L.progress(l, z) for l, z in self.sent.items()
-                    if (new_reference or l in members) and l not in parts}
+        progress = {l: L.progress(l, z) for l, z in self.sent.items() if new_reference or l in members}
         if new_reference:
             L.set_reference(model)
             model = L.models([0])[0]  # r itself: u = 0, α = 1
-        elif len(parts) < len(members):
-            L.set_models([l for l in np.asarray(ids).tolist() if l not in parts], model)
+        else:
+            L.set_models(ids, model)
         for l, steps in progress.items():
             L.take(l, model, steps)
-        for l, sent in parts.items():
-            L.take_part(l, model, sent)
+
+    def send_parts(self, ids, parts):
+        """--partial: each learner of ids takes its own part (``MPITransport.send_parts``:
+        its values on S_l and b̄ as one message each, quantized with rank 0's draws in id
+        order; rank 0 takes its own exactly)."""
+        L = self.L
+        ids = [int(i) for i in ids]
+        nbytes, taken = [], []
+        for i, part in zip(ids, parts, strict=True):
+            z = part.z
+            if i != 0:
+                if L.compress != "none":
+                    buf = L.result_message(0, part)
+                    z = L.decode_result(buf, part.support)
+                    nbytes.append(len(buf))
+                else:
+                    nbytes.append(int(wire.result_nbytes(np.count_nonzero(part.support))))
+            taken.append(z)
+        self.send("partial_result", self._others(ids), np.array(nbytes, np.int64))
+        self.results[ids] += 1
+        for i, z in zip(ids, taken):
+            L.take_part(i, z, self.sent[i])
 
     def full_sync(self):
         """The Allreduce; inside a resolution (``resolving``) rank 0 first sends

@@ -389,16 +389,12 @@ def union_of_blocks(blocks, n, m):
     size = m + 1
     if blocks.ndim != 1 or blocks.dtype != np.int32 or len(blocks) % size:
         raise MpisgdError(f"wire: {blocks.nbytes} bytes are not whole index blocks of {4 * size} bytes")
-    mask = np.zeros(n, dtype=np.bool_)
-    for b in range(len(blocks) // size):
-        block = blocks[b * size : (b + 1) * size]
-        c = int(block[0])
-        idx = block[1 : 1 + c] if 0 <= c <= m else None
-        if idx is None or (c and (idx[0] < 0 or idx[-1] >= n or np.any(np.diff(idx) <= 0))):
-            raise MpisgdError(f"wire: an index block of a partial sync has a count outside [0, {m}] or "
-                              f"indices outside [0, {n}) or not strictly increasing")
-        mask[idx] = True
-    return np.flatnonzero(mask)
+    out = np.empty(min(n, len(blocks)), dtype=np.int64)
+    c = sync.union_of_index_blocks(blocks, m, n, np.zeros((n + 63) // 64, dtype=np.uint64), out)
+    if c < 0:
+        raise MpisgdError(f"wire: an index block of a partial sync has a count outside [0, {m}] or "
+                          f"indices outside [0, {n}) or not strictly increasing")
+    return out[:c]
 
 
 # Partial model messages (--partial θ, docs/ALGORITHMS.md §4.7, docs/WIRE.md "Partial model
@@ -483,6 +479,60 @@ def decode_partial(buf, n, compress="none"):
             listed = None if dense else np.frombuffer(model[HEAD : HEAD + 4 * m].tobytes(), dtype=np.int32)
     support[slice(None) if dense else listed] = True
     return Part(z, rho, support)
+
+
+# A partial balance result (docs/WIRE.md "Partial model messages") goes to one member, which takes
+# it on its own S_l only and knows S_l (the part it sent), so it carries no indices: the balanced
+# values on S_l in increasing j, and the mean bias b̄,
+#
+#     plain:      float64 [b̄, m_j for j ∈ S_l]                             8 + 8·|S_l|
+#     compressed: float64 b̄, float32 c, then one value a coordinate       12 + w·|S_l|
+#
+# the values quantized as in a compressed model message (c = max |m_j| over S_l).
+
+RESULT_HEAD = 12  # compressed: float64 b̄, float32 c
+
+
+def result_nbytes(count, compress="none"):
+    """Bytes of a partial balance result to a member of |S_l| = count (vectorized over count)."""
+    count = np.asarray(count)
+    return 8 + 8 * count if compress == "none" else RESULT_HEAD + _WIDTH[compress] * count
+
+
+def encode_result(bias, vals, compress, uniform=None):
+    """The partial balance result of b̄ = bias and the balanced values ``vals``
+    on its receiver's S_l; ``uniform``: draws for a compressed one (``uniforms``)."""
+    vals = np.asarray(vals, dtype=np.float64)
+    if compress == "none":
+        return np.concatenate([[float(bias)], vals]).view(np.uint8)
+    c = _scale(vals)
+    q = quantize(vals / c if c > 0 else vals, np.asarray(uniform[: len(vals)]), compress)
+    buf = np.empty(RESULT_HEAD + q.nbytes, dtype=np.uint8)
+    buf[:8].view(np.float64)[0] = bias
+    buf[8:12].view(np.float32)[0] = c
+    buf[RESULT_HEAD:] = q.view(np.uint8)
+    return buf
+
+
+def decode_result(buf, support, n, compress="none"):
+    """A partial balance result (1-D uint8) for the member whose S_l is
+    ``support`` (a mask of n) -> z = [m on S_l, 0 elsewhere, b̄, 1]; refuses a
+    length other than ``result_nbytes(|S_l|)`` and a scale not finite and ≥ 0."""
+    _check_buffer(buf)
+    idx = np.flatnonzero(support)
+    if len(buf) != result_nbytes(len(idx), compress):
+        raise MpisgdError(f"wire: a partial balance result of {len(buf)} bytes does not fit its receiver's "
+                          f"{len(idx)} coordinates ({compress}: {int(result_nbytes(len(idx), compress))} bytes)")
+    z = np.zeros(n + 2)
+    z[n], z[n + 1] = buf[:8].view(np.float64)[0], 1.0
+    if compress == "none":
+        z[idx] = buf[8:].view(np.float64)
+        return z
+    c = float(buf[8:12].view(np.float32)[0])
+    if not (np.isfinite(c) and c >= 0):
+        raise MpisgdError(f"wire: a {compress} partial balance result has scale {c!r}, not finite and >= 0")
+    z[idx] = c * _values(buf[RESULT_HEAD:], compress)
+    return z
 
 
 def request_nbytes(count):
@@ -702,6 +752,10 @@ def _relayed_result(payload, m, k):
     return relay_result_nbytes(payload, m, k)
 
 
+def _named_alone(payload, m, k):
+    return np.asarray(payload) + 8  # its relay trailer names its receiver alone: int32 [rank, 1]
+
+
 def _relayed_command(payload, m, k):
     return fullsync_nbytes(k)
 
@@ -724,6 +778,7 @@ class Message:
 #   empty_violation   a violation where violations carry no model (every resolution a full sync)
 #   end               the end of a resolution that the followers served
 #   balance_result    a balancing set's model to its members
+#   partial_result    --partial: a balancing set's result to one member, its own (never relayed)
 #   fullsync_command  a resolution's full sync announced to the followers
 SEQUENCE = {
     "sync": {  # every check agreed on by a nonblocking Allreduce; the followers serve a resolution until END
@@ -731,6 +786,7 @@ SEQUENCE = {
         "empty_violation": None,  # the count tells every rank
         "end": Message("control", "everyone", COMMAND, END, _control),
         "balance_result": Message("balance_result", "down", BALANCED),
+        "partial_result": Message("balance_result", "down", BALANCED),
         "fullsync_command": Message("control", "everyone", COMMAND, FULLSYNC, _control),
     },
     "async": {  # only violations and their resolutions communicate; results and commands relayed
@@ -738,6 +794,7 @@ SEQUENCE = {
         "empty_violation": Message("violation", "up", VIOLATION_ASYNC),
         "end": None,  # followers answer whenever they poll
         "balance_result": Message("balance_result", "relay", BALANCED, nbytes=_relayed_result),
+        "partial_result": Message("balance_result", "down", BALANCED, nbytes=_named_alone),
         "fullsync_command": Message("control", "relay", COMMAND, FULLSYNC, _relayed_command),
     },
 }

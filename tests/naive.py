@@ -488,6 +488,16 @@ def naive_partial_support(d, budget):
     return np.sort(order)
 
 
+def naive_partial_restart(alpha, s, V, r, support, mean):
+    """Partial averaging's new reference for learners (α, s, v) relative to r:
+    (u = (α − 1)·r + s·v with 0 on S, r' = r + mean on S, P = r'·u, Q = ‖u‖²)."""
+    U = (alpha - 1.0)[:, None] * r + s[:, None] * V
+    U[:, support] = 0.0
+    r2 = r.copy()
+    r2[support] += mean
+    return U, r2, U @ r2, (U * U).sum(axis=1)
+
+
 def naive_partial_balance(W, b, r, r_b, sent, budget):
     """A balancing of partial models, from the learners' dense weights W (rows
     of B's members), biases b and the reference (r, r_b): each member l sends

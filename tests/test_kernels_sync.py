@@ -6,7 +6,7 @@ import pytest
 from mpisgd import wire
 from mpisgd.kernels import online, sync
 from mpisgd.learners import OnlineLearners
-from tests.naive import naive_gather, naive_partial_support
+from tests.naive import naive_gather, naive_partial_restart, naive_partial_support
 
 
 def model(rng, k, n, density):
@@ -244,6 +244,32 @@ def test_select_support_matches_the_numpy_twin(fraction):
         assert m == 0 or (d @ d) - sent.sum() + sent.min() > budget  # the fewest: one less leaves too much
 
 
+@pytest.mark.parametrize("spread", ["heavy", "one bucket", "ties"])
+def test_select_support_matches_the_numpy_twin_on_a_long_d(spread):
+    # thousands of non-zeros: many in the bucket where the kept sum crosses the budget
+    rng = np.random.default_rng(9)
+    n = 6000
+    for fraction in (0.2, 0.7, 0.95):
+        if spread == "heavy":
+            d = rng.standard_t(2, n) * (rng.random(n) < 0.6)
+        elif spread == "one bucket":
+            d = (1.0 + 0.1 * rng.random(n)) * rng.choice([-1.0, 0.0, 1.0], n)
+        else:
+            d = rng.choice([-0.25, 0.0, 0.25, 3.0], n)
+        budget = fraction * float(d @ d)
+        idx = np.full(n, -1, np.int32)
+        m = sync.select_support(d, budget, idx)
+        np.testing.assert_array_equal(idx[:m], naive_partial_support(d, budget))
+
+
+def test_select_support_sends_an_infinite_deviation():
+    d = np.array([0.0, 0.5, np.inf, -0.25, 0.0])
+    idx = np.full(5, -1, np.int32)
+    m = sync.select_support(d, 1.0, idx)
+    np.testing.assert_array_equal(idx[:m], naive_partial_support(d, 1.0))
+    np.testing.assert_array_equal(idx[:m], [2])
+
+
 def test_deviation_is_w_minus_r():
     rng = np.random.default_rng(8)
     r, v, d = rng.standard_normal(50), rng.standard_normal(50), np.empty(50)
@@ -307,6 +333,33 @@ def test_partial_sync_keeps_the_mean_and_meets_the_condition(theta, average):
             np.testing.assert_allclose(L.averaged_weights(l)[0], averaged[l][0], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("width", [0, 3, 50])  # T's width: the list dropped at once, midway, or kept
+def test_partial_restart_matches_the_numpy_twin(width):
+    rng = np.random.default_rng(width)
+    k, n = 3, 40
+    V = np.where(rng.random((k, n)) < 0.4, rng.standard_normal((k, n)), 0.0)
+    alpha, s, r = rng.uniform(0.5, 1.5, k), rng.uniform(0.5, 2.0, k), rng.standard_normal(n)
+    r[rng.random(n) < 0.3] = 0.0  # where α ≠ 1 and v = 0, u = (α − 1)·r is 0 only where r is
+    alpha[0] = 1.0
+    support = np.sort(rng.choice(n, 7, replace=False)).astype(np.int64)
+    mean = rng.standard_normal(7)
+    U, r2, P2, Q2 = naive_partial_restart(alpha, s, V, r, support, mean)
+    T, listed = np.full((k, width), -1, np.int32), np.zeros(k, np.int64)
+    bias, P, Q = np.zeros(k), np.zeros(k), np.zeros(k)
+    online.partial_restart(support, mean, 0.25, alpha, s, V, T, listed, bias, P, Q, r)
+    np.testing.assert_allclose(V, U, rtol=1e-15, atol=0)
+    np.testing.assert_array_equal(r, r2)
+    np.testing.assert_allclose(P, P2, rtol=1e-12)
+    np.testing.assert_allclose(Q, Q2, rtol=1e-12)
+    assert np.all(alpha == 1.0) and np.all(s == 1.0) and np.all(bias == 0.25)
+    for l in range(k):
+        nonzero = np.flatnonzero(U[l])
+        if len(nonzero) > width:
+            assert listed[l] == -1
+        else:
+            np.testing.assert_array_equal(T[l, : listed[l]], nonzero)
+
+
 def test_partial_sync_with_the_whole_budget_averages_nothing_but_the_bias():
     L = trained(2, 60, False, seed=3)
     W = np.array([L.weights(l)[0] for l in range(2)])
@@ -322,10 +375,11 @@ def test_partial_sync_with_the_whole_budget_averages_nothing_but_the_bias():
 @pytest.mark.parametrize("theta", [0.1, 0.5])
 def test_partial_balancing_keeps_the_mean_and_meets_each_members_condition(theta, compress):
     """Violators send their partial models, a fetched member its own on S_B and
-    beyond; every member takes the balanced model on its S_l: the mean of all
-    models is kept on every coordinate, off S_l nothing moves, and the
-    coordinator's ‖w_l − r‖² of each member (``PartialBalance``) is the one it
-    holds (uncompressed), as the NumPy twin makes it."""
+    beyond; every member takes its own result, the balanced model on its S_l,
+    through the wire (rank 0 its own exactly): the mean of all models is kept
+    on every coordinate (q8: up to the results' rounding), off S_l nothing
+    moves, and the coordinator's ‖w_l − r‖² of each member (``PartialBalance``)
+    is the one it holds (uncompressed), as the NumPy twin makes it."""
     from mpisgd.protocol.coordinator import PartialBalance
     from tests.naive import naive_partial_balance
 
@@ -343,7 +397,6 @@ def test_partial_balancing_keeps_the_mean_and_meets_each_members_condition(theta
     replies = [L.partial_message(l, budget, asked)[1] for l in fetched]
     balance.add(replies)
     parts = [*sent, *replies]
-    mean = balance.mean()
     steps = balance.farthest()  # the coordinator's largest ‖w_l − r‖² after the balancing
     request, held = next(steps), []
     try:
@@ -352,10 +405,21 @@ def test_partial_balancing_keeps_the_mean_and_meets_each_members_condition(theta
             request = steps.send(held[-1])
     except StopIteration as stop:
         farthest = stop.value
-    for l, part in zip([*violators, *fetched], parts, strict=True):
-        L.take_part(l, mean, part)
+    method, ids, results = balance.result([*violators, *fetched], False)  # in the order they joined B
+    assert method == "send_parts" and list(ids) == [0, 1, 2, 3]  # in increasing id, each its own part
+    rounding = 0.0  # q8: the largest step of a result's levels
+    for l, result in zip(ids, results, strict=True):
+        np.testing.assert_array_equal(result.support, parts[l].support)
+        z = result.z
+        if l != 0:  # rank 0 takes its own exactly; the others decode their message on the S_l they sent
+            buf = L.result_message(0, result)
+            assert len(buf) == wire.result_nbytes(np.count_nonzero(result.support), compress)
+            z = L.decode_result(buf, parts[l].support)
+            rounding = max(rounding, np.max(np.abs(result.z[:n]), initial=0) / 127)
+        L.take_part(l, z, parts[l])
     W2 = np.array([L.weights(l)[0] for l in range(k)])
-    np.testing.assert_allclose(W2.mean(axis=0), W.mean(axis=0), rtol=1e-12, atol=1e-12)  # on every coordinate
+    atol = 1e-12 if compress == "none" else rounding
+    np.testing.assert_allclose(W2.mean(axis=0), W.mean(axis=0), rtol=1e-12, atol=atol)  # on every coordinate
     np.testing.assert_allclose(L.bias.mean(), b.mean(), rtol=1e-12)
     for l, part in enumerate(parts):
         np.testing.assert_array_equal(W2[l, ~part.support], W[l, ~part.support])  # off S_l nothing moves

@@ -402,6 +402,48 @@ def test_wire_partial_model_messages(seed, flips, cut):
         np.testing.assert_array_equal(part.support, expected[2])
 
 
+def naive_decode_result(raw, support, compress):
+    """z of a partial balance result for the member of S_l = ``support``, read field by field; None if invalid."""
+    n, idx = len(support), np.flatnonzero(support)
+    head, width = (8, 8) if compress == "none" else (12, 1)
+    if len(raw) != head + width * len(idx):
+        return None
+    z = np.zeros(n + 2)
+    z[n], z[n + 1] = np.frombuffer(raw[:8], "<f8")[0], 1.0
+    if compress == "none":
+        z[idx] = np.frombuffer(raw[8:], "<f8")
+        return z
+    c = float(np.frombuffer(raw[8:12], "<f4")[0])
+    if not (np.isfinite(c) and c >= 0):
+        return None
+    z[idx] = c * (np.frombuffer(raw[12:], "<i1").astype(np.float64) / 127)
+    return z
+
+
+@share(1.0)
+@given(st.integers(0, 2**63), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 7)), max_size=3),
+       st.integers(-2, 2), st.sampled_from(["none", "q8"]))
+def test_wire_partial_results(seed, flips, cut, compress):
+    """A valid partial balance result (--partial: a member's own values on its S_l)
+    with bits flipped and bytes cut or added: the twin's z, or refused."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    support = rng.random(n) < 0.4
+    vals = rng.standard_normal(int(support.sum()))
+    raw = bytearray(wire.encode_result(float(rng.standard_normal()), vals, compress,
+                                       wire.uniforms([0], [seed % 1000], len(vals))[0]).tobytes())
+    for pos, bit in flips:
+        raw[pos % len(raw)] ^= 1 << bit
+    raw = raw[: len(raw) + cut] if cut < 0 else raw + bytes(cut)
+    expected = naive_decode_result(bytes(raw), support, compress)
+    buf = np.frombuffer(bytes(raw), np.uint8)
+    if expected is None:
+        with pytest.raises(MpisgdError, match="wire: "):
+            wire.decode_result(buf, support, n, compress)
+    else:
+        np.testing.assert_array_equal(wire.decode_result(buf, support, n, compress), expected)
+
+
 @share(1.0)
 @given(st.integers(0, 2**63), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 7)), max_size=3),
        st.integers(-2, 2))

@@ -86,15 +86,32 @@ def test_partial_balancing_keeps_mean_and_local_conditions(augmentation, theta):
     """--partial: violations and replies carry partial models, the balancing
     averages each coordinate over the members that sent it (docs/ALGORITHMS.md
     §4.7); the mean of all models is kept on every coordinate and every member
-    meets its local condition afterwards."""
-    k, T, delta = 12, 400, 0.5
-    stream = DisjunctionStream(60, k, seed=3, drift_prob=0.01)
-    sim = Simulation(k, 60, T, ProtocolConfig(delta=delta, augmentation=augmentation, partial=theta, seed=1),
+    meets its local condition afterwards. Each member's result is its own: the
+    balanced values on the S_l it sent and b̄, 8 + 8·|S_l| bytes (then the
+    default mode's relay trailer)."""
+    k, T, delta, n = 12, 400, 0.5, 60
+    stream = DisjunctionStream(n, k, seed=3, drift_prob=0.01)
+    sim = Simulation(k, n, T, ProtocolConfig(delta=delta, augmentation=augmentation, partial=theta, seed=1),
                      LEARNER)
     sizes = watch_resolutions(sim, delta)
+    tr, send_parts, results = sim.transport, sim.transport.send_parts, []
+
+    def checked(ids, parts):
+        before = tr.counters()[0][0, wire.CATEGORIES.index("balance_result")]
+        for i, part in zip(ids, parts, strict=True):
+            np.testing.assert_array_equal(part.support, tr.sent[i].support)
+            assert np.all(part.z[:n][~part.support] == 0.0) and part.z[n + 1] == 1.0
+        send_parts(ids, parts)
+        # the default mode: each with its relay trailer naming its receiver alone (8 bytes)
+        expected = sum(8 + 8 * int(p.support.sum()) + 8 for i, p in zip(ids, parts) if i != 0)
+        assert tr.counters()[0][0, wire.CATEGORIES.index("balance_result")] - before == expected
+        results.append(len(ids))
+
+    tr.send_parts = checked
     run_many(stream, T, [sim], block=37)
     assert any(0 < s < k for s in sizes), "no partial balancing happened: the test proves nothing"
     assert sim.coordinator.stats.balancings > 0 and sim.coordinator.stats.augmented > 0
+    assert len(results) == sim.coordinator.stats.balancings
 
 
 def test_static_b1_makes_all_models_equal_every_round():

@@ -411,6 +411,49 @@ def test_partial_bad_messages_are_refused(compress):
         wire.decode_partial(swapped, n, compress)
 
 
+@pytest.mark.parametrize("compress", ["none", "q8", "fp16"])
+@pytest.mark.parametrize("count", [0, 1, 7, 60])
+def test_partial_results_carry_the_receivers_coordinates_only(compress, count):
+    """A partial balance result holds b̄ and the values on its receiver's S_l,
+    no indices: the receiver decodes it on the S_l it sent."""
+    n = 60
+    rng = np.random.default_rng(count)
+    support = np.zeros(n, bool)
+    support[rng.choice(n, count, replace=False)] = True
+    vals = rng.standard_normal(count)
+    vals[::4] = 0.0
+    buf = wire.encode_result(-0.5, vals, compress, wire.uniforms([0], [3], count)[0])
+    assert len(buf) == wire.result_nbytes(count, compress) == (8 + 8 * count if compress == "none" else
+                                                               12 + {"q8": 1, "fp16": 2}[compress] * count)
+    z = wire.decode_result(buf, support, n, compress)
+    assert z[n] == -0.5 and z[n + 1] == 1.0 and np.all(z[:n][~support] == 0.0)
+    if compress == "none":
+        np.testing.assert_array_equal(z[:n][support], vals)
+    else:
+        np.testing.assert_allclose(z[:n][support], vals, atol=2 * np.max(np.abs(vals), initial=0) / 127)
+
+
+@pytest.mark.parametrize("compress", ["none", "q8"])
+def test_partial_bad_results_are_refused(compress):
+    n = 60
+    support = np.zeros(n, bool)
+    support[[2, 7, 30]] = True
+    good = wire.encode_result(0.5, np.array([1.0, -1.0, 0.25]), compress, wire.uniforms([0], [0], 3)[0])
+    wire.decode_result(good, support, n, compress)
+    for buf in (good[:-1], np.concatenate([good, good[:1]]), good[:4]):
+        with pytest.raises(MpisgdError, match="does not fit its receiver's 3 coordinates"):
+            wire.decode_result(buf, support, n, compress)
+    fewer = support.copy()
+    fewer[30] = False  # a result meant for a member of another S_l
+    with pytest.raises(MpisgdError, match="does not fit its receiver's 2 coordinates"):
+        wire.decode_result(good, fewer, n, compress)
+    if compress != "none":
+        scale = good.copy()
+        scale[8:12] = np.array([np.inf], np.float32).view(np.uint8)
+        with pytest.raises(MpisgdError, match="not finite and >= 0"):
+            wire.decode_result(scale, support, n, compress)
+
+
 def test_balance_requests_round_trip_and_refuse_bad_indices():
     assert len(wire.encode_request(5)) == wire.request_nbytes(0) == wire.CONTROL_BYTES
     results, asked = wire.decode_request(wire.encode_request(5), 10)

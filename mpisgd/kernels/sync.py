@@ -3,7 +3,9 @@ exchange and one after: a learner's contribution z = [s·v, b, α] with the
 count and scale that decide the exchange, and the new reference from the sum
 of every learner's z; in between, for the pairs exchange, the non-zeros of u
 in one pass and the sum of the blocks in one pass each, and the new
-reference from that sum where it changes."""
+reference from that sum where it changes. A partial sync's (docs/ALGORITHMS.md
+§4.7): d = w − r, the selection of S_l from it, and the union of the index
+blocks."""
 
 import math
 
@@ -226,6 +228,41 @@ def add_blocks(heads, index, n, total, counts):
 
 
 @njit(cache=True)
+def union_of_index_blocks(blocks, m, n, bits, out):
+    """S = ∪ S_l of index blocks (int32, each [count, indices …, 0 …] of m + 1)
+    into out (increasing, room for every index): their bits set in ``bits``
+    (uint64, ⌈n/64⌉ words, 0 before and after), then the words walked in
+    increasing j. Returns |S|, or −1 (bits cleared) unless every count lies
+    in [0, m] and every block's indices lie in [0, n) and strictly increase."""
+    size = m + 1
+    for b in range(blocks.shape[0] // size):
+        c = blocks[b * size]
+        ok = 0 <= c <= m
+        last = -1
+        for i in range(b * size + 1, b * size + 1 + c if ok else 0):
+            j = blocks[i]
+            if j <= last or j >= n:
+                ok = False
+                break
+            last = j
+            bits[j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+        if not ok:
+            bits[:] = 0
+            return -1
+    c = 0
+    for w in range(bits.shape[0]):
+        word = bits[w]
+        if word == 0:
+            continue
+        bits[w] = 0
+        while word:
+            out[c] = 64 * w + trailing_zeros(word)
+            word &= word - np.uint64(1)  # the lowest bit cleared
+            c += 1
+    return c
+
+
+@njit(cache=True)
 def deviation(alpha, s, v, r, d):
     """d = w − r = (α − 1)·r + s·v of one learner, in one pass into d."""
     a = alpha - 1.0
@@ -234,39 +271,83 @@ def deviation(alpha, s, v, r, d):
 
 
 @njit(cache=True)
+def _precedes(v, j, pv, pj):
+    """(v, j) before (pv, pj) in select_support's order: by d_j², ties by j."""
+    return v < pv or (v == pv and j < pj)
+
+
+@njit(cache=True, fastmath={"reassoc"})  # sums in any order, so that the passes vectorize
+def _below(d, tau):
+    """(Σ d_j² over d_j² < τ, the count of d_j² ≥ τ) in one pass."""
+    total = 0.0
+    count = 0
+    for j in range(d.shape[0]):
+        q = d[j] * d[j]
+        small = q < tau
+        total += q if small else 0.0
+        count += not small
+    return total, count
+
+
+@njit(cache=True)
 def select_support(d, budget, idx):
     """S_l of partial averaging: the fewest coordinates, those of largest
     |d_j| (ties: the larger j), that leave Σ_{j∉S_l} d_j² ≤ budget (= θΔ);
     written into idx in increasing j; returns |S_l| (0 when ‖d‖² ≤ budget
-    already). A quickselect on the kept sum, O(n) expected: no sort."""
+    already). In the order (d_j², j) the kept coordinates are a prefix. A
+    threshold τ falls from ‖d‖² by factors of 16 (a vectorized pass each)
+    until the d_j² < τ fit the budget (they stay local, those ≥ 16τ are
+    sent), bisections narrow [τ, 16τ) until at most 64 d_j² lie in it (or 12
+    passes), a quickselect on those finds the first sent among them, and one
+    pass writes every j sent: O(n), no sort, no n-sized buffer."""
     n = d.shape[0]
-    sq = np.empty(n)  # d_j² of the non-zero coordinates nz, in the order (d_j², j)
-    nz = np.empty(n, dtype=np.int64)
-    c = 0
+    kept_sum, above = _below(d, np.inf)
+    if kept_sum <= budget and above == 0:  # (an infinite d_j² is never below: it is sent)
+        return 0
+    tau, top, top_above = kept_sum, np.inf, 0  # Σ_{d_j² < top} d_j² > budget; top_above: the d_j² ≥ top
+    kept_sum, above = _below(d, tau)
+    while kept_sum > budget and tau > 0.0:
+        top, top_above = tau, above
+        tau *= 1.0 / 16.0
+        kept_sum, above = _below(d, tau)
+    for _ in range(12):  # [τ, top) narrowed by its geometric midpoint until few d_j² lie in it
+        if above - top_above <= 64 or not tau > 0.0 or top == np.inf:
+            break
+        mid = math.sqrt(tau) * math.sqrt(top)
+        mid_sum, mid_above = _below(d, mid)
+        if mid_sum <= budget:
+            tau, kept_sum, above = mid, mid_sum, mid_above
+        else:
+            top, top_above = mid, mid_above
+    c = above - top_above  # the candidates: d_j ≠ 0 with τ ≤ d_j² < top
+    sq = np.empty(c)
+    nz = np.empty(c, dtype=np.int64)
+    i = 0
     for j in range(n):
-        if d[j] != 0.0:
-            sq[c] = d[j] * d[j]
-            nz[c] = j
-            c += 1
-    # [0, lo) stay local and precede all of [lo, hi) in the order, their Σ d_j² is kept_sum;
-    # [hi, c) are sent. Partition [lo, hi) around a pivot until the boundary is found.
+        q = d[j] * d[j]
+        if tau <= q < top and d[j] != 0.0:
+            sq[i] = q
+            nz[i] = j
+            i += 1
+    c = i
+    # quickselect on them: [0, lo) stay local and precede all of [lo, hi) in the order, their
+    # Σ d_j² (with the d_j² < τ) is kept_sum; [hi, c) are sent
     lo, hi = 0, c
-    kept_sum = 0.0
     while lo < hi:
         p = (lo + hi) // 2  # median of three positions as the pivot
         a, e = lo, hi - 1
-        if sq[p] < sq[a] or (sq[p] == sq[a] and nz[p] < nz[a]):
+        if _precedes(sq[p], nz[p], sq[a], nz[a]):
             a, p = p, a
-        if sq[e] < sq[p] or (sq[e] == sq[p] and nz[e] < nz[p]):
+        if _precedes(sq[e], nz[e], sq[p], nz[p]):
             p = e
-            if sq[p] < sq[a] or (sq[p] == sq[a] and nz[p] < nz[a]):
+            if _precedes(sq[p], nz[p], sq[a], nz[a]):
                 p = a
         pv, pj = sq[p], nz[p]
         below, above, i = lo, hi, lo  # [lo, below) precede the pivot, [above, hi) follow it
         part = 0.0  # Σ over [lo, below)
         while i < above:
             v, j = sq[i], nz[i]
-            if v < pv or (v == pv and j < pj):
+            if _precedes(v, j, pv, pj):
                 sq[i], nz[i] = sq[below], nz[below]
                 sq[below], nz[below] = v, j
                 part += v
@@ -287,13 +368,16 @@ def select_support(d, budget, idx):
             break
         else:
             hi = below
-    m = c - lo  # [lo, c) are sent
-    sent = np.zeros(n, dtype=np.bool_)
+    # the first sent in the order: the least of [lo, c), or (top, −1) if the budget's rounding kept them all
+    first_v, first_j = top, -1
     for i in range(lo, c):
-        sent[nz[i]] = True
-    i = 0
+        if _precedes(sq[i], nz[i], first_v, first_j):
+            first_v, first_j = sq[i], nz[i]
+    m = 0
     for j in range(n):
-        if sent[j]:
-            idx[i] = j
-            i += 1
+        q = d[j] * d[j]
+        if q >= first_v:  # rarely: the branch costs little
+            if (q > first_v or j >= first_j) and d[j] != 0.0:
+                idx[m] = j
+                m += 1
     return m

@@ -26,6 +26,9 @@ in its byte counters, by category):
                                             balance result: learners ids take
                                             `model`; with new_reference=True
                                             (ids = all) it also becomes r
+    send_parts(ids, parts)                  balance result with --partial: each
+                                            learner of ids takes its own part
+                                            (``wire.Part``: the mean on its S_l)
     full_sync()                             full sync (Allreduce): every learner
                                             takes the mean of all models, which
                                             becomes r
@@ -43,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from mpisgd.protocol.delta import auto_delta, steered
+from mpisgd.wire import Part
 
 
 def drive(steps, transport):
@@ -79,7 +83,8 @@ class ProtocolStats:
 class Balance:
     """The balanced model of a set B of whole models: their mean (Σ added one by
     one in order), which every member takes; ``farthest`` is its ‖w − r‖², each
-    member's after taking it (asked of the transport, a generator step)."""
+    member's after taking it (asked of the transport, a generator step), and
+    ``result`` the transport's request that hands it to the members."""
 
     def __init__(self, models):
         self.total = np.array(models[0], dtype=np.float64)
@@ -100,6 +105,11 @@ class Balance:
     def farthest(self):
         return (yield ("divergence", self.mean()))
 
+    def result(self, members, everyone):
+        """The request that hands the result to ``members`` (in the order they
+        joined B): one model for all, sent in increasing id."""
+        return ("send_balanced", np.array(sorted(members)), self.mean(), everyone)
+
 
 class PartialBalance(Balance):
     """The balanced model of B's partial models (``wire.Part``: d_l on S_l,
@@ -108,7 +118,8 @@ class PartialBalance(Balance):
     their d_lj), the mean bias over B, α = 1; 0 off S_B. So the mean of all
     models stays on every coordinate, and member l then holds
     ‖w_l − r‖² = ‖balanced on S_l‖² + (b̄ − r_b)² + ρ_l exactly: ``farthest``
-    is the largest of these. ``support`` (S_B) is what a fetch asks for."""
+    is the largest of these. ``support`` (S_B) is what a fetch asks for; each
+    member's result is its own part (``parts``), the means on its S_l only."""
 
     def __init__(self, models):
         n = len(models[0].support)
@@ -137,12 +148,25 @@ class PartialBalance(Balance):
         mean[n], mean[n + 1] = self.total[n] / self.count, 1.0
         return mean
 
+    def parts(self):
+        """What each member takes, in the order they joined B: ``wire.Part`` of
+        [the means on its S_l, 0 elsewhere, b̄, α = 1], its ρ_l and S_l."""
+        mean = self.mean()
+        return [Part(np.where(np.append(support, (True, True)), mean, 0.0), rho, support)
+                for support, rho in self.sent]
+
     def farthest(self):
-        mean, worst = self.mean(), 0.0
-        for support, rho in self.sent:
-            taken = np.where(np.append(support, (True, True)), mean, 0.0)  # member l's d on S_l, b̄, α = 1
-            worst = max(worst, (yield ("divergence", taken)) + rho)
+        worst = 0.0
+        for part in self.parts():
+            worst = max(worst, (yield ("divergence", part.z)) + part.rho)
         return worst
+
+    def result(self, members, everyone):
+        """The request that hands each of ``members`` (in the order they joined
+        B, as ``parts``) its own part, in increasing id (B is never everyone:
+        ``Coordinator._syncs_instead``)."""
+        parts, order = self.parts(), np.argsort(members)
+        return ("send_parts", np.asarray(members)[order], [parts[i] for i in order])
 
 
 class Coordinator:
@@ -252,7 +276,7 @@ class Coordinator:
         ``ProtocolConfig.syncs_every_violation``). Every step that needs the
         transport is yielded as a tuple ``(method, *args)`` naming a transport
         method (``fetch``, ``divergence``, ``distances``, ``send_balanced``,
-        ``full_sync``), and the generator is resumed with its result, so that
+        ``send_parts``, ``full_sync``), and the generator is resumed with its result, so that
         a blocking driver (``resolve``) and a nonblocking one
         (``AsyncCoordinator``) run the same decisions. Returns the balancing
         set (all learners after a full sync).
@@ -292,9 +316,8 @@ class Coordinator:
             self.stats.model_messages["augmentation"] += len(new)
             if cfg.counter_counts == "contacted":
                 self.counter += len(new)
-        mean = balance.mean()
         everyone = len(members) == k
-        yield ("send_balanced", np.array(sorted(members)), mean, everyone)
+        yield balance.result(members, everyone)
         self.stats.model_messages["balance"] += len(members)
         if everyone:  # B = all: the balanced mean is the new reference
             self.stats.full_syncs["augmented"] += 1
