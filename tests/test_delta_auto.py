@@ -94,15 +94,21 @@ def test_a_pilot_stopped_and_restored_from_its_state_gives_the_same_statistics()
 
 def test_partial_syncs_are_the_default_only_where_the_rows_spread_and_nothing_rules_them_out():
     """The one decision (``partial_default``): (θ, F) from the spread
-    threshold on, None below it; an explicit --partial, --delta-scale,
-    --budget or --node-size, or a rule other than SGD's, keeps full syncs."""
-    assert partial_default(ProtocolConfig(), PAPER, SPREAD_PARTIAL) == (PARTIAL_THETA, PARTIAL_SCALE)
-    assert partial_default(ProtocolConfig(), PAPER, SPREAD_PARTIAL * 0.99) is None
-    assert partial_default(ProtocolConfig(), PAPER, None) is None  # no non-zero in the pilot
+    threshold on, where every resolution is a full sync (k ≤ 2, the half
+    hedge at k ≤ 4), None below it or with more learners; an explicit
+    --partial, --delta-scale, --budget or --node-size, or a rule other than
+    SGD's, keeps full syncs."""
+    for k in (2, 3, 4):
+        assert partial_default(ProtocolConfig(), PAPER, SPREAD_PARTIAL, k) == (PARTIAL_THETA, PARTIAL_SCALE)
+    assert partial_default(ProtocolConfig(), PAPER, SPREAD_PARTIAL * 0.99, 2) is None
+    assert partial_default(ProtocolConfig(), PAPER, None, 2) is None  # no non-zero in the pilot
+    assert partial_default(ProtocolConfig(), PAPER, 1e6, 5) is None  # the counter hedge: violations carry models
+    assert partial_default(ProtocolConfig(hedge="counter"), PAPER, 1e6, 3) is None
+    assert partial_default(ProtocolConfig(hedge="half"), PAPER, 1e6, 4) == (PARTIAL_THETA, PARTIAL_SCALE)
     for chosen in ({"partial": 0.5}, {"delta_scale": 1.0}, {"budget": 0.5}, {"node_size": 2, "mode": "sync"}):
-        assert partial_default(ProtocolConfig(**chosen), PAPER, 1e6) is None, chosen
+        assert partial_default(ProtocolConfig(**chosen), PAPER, 1e6, 2) is None, chosen
     for rule in ("rda", "pa"):
-        assert partial_default(ProtocolConfig(), {**PAPER, "rule": rule}, 1e6) is None, rule
+        assert partial_default(ProtocolConfig(), {**PAPER, "rule": rule}, 1e6, 2) is None, rule
 
 
 def _same_run(a, b):

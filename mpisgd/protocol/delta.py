@@ -104,15 +104,19 @@ def spread(statistics, n_features):
     return int(n_features) * rows / entries if entries else None
 
 
-def partial_default(config, learner, spread_):
-    """(θ, F) of the defaults' partial syncs, or None for full syncs: partial
-    where the pilot's rows spread (``spread`` ≥ SPREAD_PARTIAL) and nothing
+def partial_default(config, learner, spread_, k):
+    """(θ, F) of the defaults' partial syncs among k learners, or None for
+    full syncs: partial where the pilot's rows spread (``spread`` ≥
+    SPREAD_PARTIAL), where every resolution is a full sync
+    (``syncs_every_violation``: k ≤ 2, the half hedge at k ≤ 4), and nothing
     the user chose rules it out — an explicit --partial, --delta-scale or
     --budget, --node-size (which partial syncs do not serve), a rule other
     than SGD's (the measurement's); --delta-decay and a numeric --delta have
     no pilot (docs/ALGORITHMS.md §4.4)."""
     chosen = (config.partial, config.delta_scale, config.budget, config.node_size)
     if any(v is not None for v in chosen) or learner.get("rule", "sgd") != "sgd":
+        return None
+    if not config.syncs_every_violation(k):
         return None
     if spread_ is None or spread_ < SPREAD_PARTIAL:
         return None
@@ -130,7 +134,7 @@ def auto_delta(config, learner, statistics, n_features):
     1/(γ√t) decays and whose model has no stationary fluctuation, Δ = c·η_P²·G
     with η_P = 1/(γ√P). c: ``config.delta_scale``, else the rule's own
     (DELTA_SCALE, RDA_DELTA_SCALE). Where the rows spread over n_features
-    (``partial_default``), c is F times the rule's and full syncs become
+    (``partial_default``, k = the learners in ``statistics``), c is F times the rule's and full syncs become
     partial ones of θ: the record's ``partial`` (θ, else None). Returns (Δ,
     the record for report.json)."""
     from mpisgd.kernels.schedules import SCHEDULES, eta
@@ -142,7 +146,7 @@ def auto_delta(config, learner, statistics, n_features):
     rule = learner.get("rule", "sgd")
     c = config.delta_scale if config.delta_scale is not None else RDA_DELTA_SCALE if rule == "rda" else DELTA_SCALE
     s = spread(statistics, n_features)
-    theta, F = partial_default(config, learner, s) or (None, 1.0)
+    theta, F = partial_default(config, learner, s, len(statistics)) or (None, 1.0)
     c *= F
     if rule == "rda":
         step = 1.0 / (float(learner.get("gamma", 1.0)) * math.sqrt(P))  # the step of u at round P
