@@ -1,13 +1,15 @@
 """The dynamic protocol's defaults (--delta auto, b = 1) against static b=8: online
 error, bytes and messages on the RCV1-like stream, the disjunction and shards
 (a9a, w8a), with hand-picked Δ beside them: the error/bytes frontier the
-defaults sit on; and candidate defaults with partial syncs (--partial θ, Δ auto
-with c = F·DELTA_SCALE, that is F times the rule's Δ).
+defaults sit on; the defaults with full syncs only (c given: --delta auto
+switches to partial syncs only where the rows spread and nothing else was
+chosen, docs/ALGORITHMS.md §4.4); and candidate partial syncs (--partial θ, Δ
+auto with c = F·DELTA_SCALE, that is F times the rule's Δ).
 
     python bench/defaults_against_static.py --stream rcv1 --k 2 --rounds 5000 --seeds 10 --deltas 5 7 10 20 40
     python bench/defaults_against_static.py --stream disjunction --k 512 --rounds 25000 --seeds 10
     python bench/defaults_against_static.py --stream shards --shards data/a9a/*.h5 --hinge
-    python bench/defaults_against_static.py --stream rcv1 --k 2 --seeds 10 --partial 0.75 --partial-scales 4 16
+    python bench/defaults_against_static.py --stream rcv1 --k 2 --seeds 10 --partial 0.9 --partial-scales 12 16
 
 In the simulator, every configuration of one seed on the same rows; the
 protocol's options are ProtocolConfig's defaults (those of `mpisgd simulate`)
@@ -15,7 +17,8 @@ but for the name, b and Δ. The learner is Kamp et al.'s (log loss, η = 1, no
 regularization, no averaging), or with --hinge that of docs/RESULTS.md's a9a
 runs (hinge, λ = 1e-4, Bottou's schedule, γ0 = 1, averaged). For each: the
 median over seeds [min, max] of the online error, and of the errors, bytes and
-MPI messages divided by static b=8's on the same seed; the Δ --delta auto chose.
+MPI messages divided by static b=8's on the same seed; the Δ --delta auto chose,
+the rows' spread its pilot measured and the θ it chose.
 """
 
 import argparse
@@ -37,6 +40,7 @@ def configurations(args):
     yield "static b=8", {"name": "static", "period": 8}
     yield "none", {"name": "none"}
     yield f"defaults (Δ auto, b={b})", {"period": b}
+    yield f"defaults, full syncs (c = {DELTA_SCALE:g} given, b={b})", {"period": b, "delta_scale": DELTA_SCALE}
     for d in args.deltas:
         yield f"dynamic Δ={d:g} b={b}", {"delta": d, "period": b}
     for theta in args.partial:
@@ -66,7 +70,8 @@ def one_seed(args, seed):
         results = run_many(stream, args.rounds, [Simulation(args.k, stream.n_features, args.rounds, c, learner)
                                                  for c in configs])
     return {name: (r["errors"], r["examples"], sum(r["bytes_sent"].values()), sum(r["messages_sent"].values()),
-                   (r["delta_auto"] or {}).get("delta")) for name, r in zip(names, results)}
+                   (r["delta_auto"] or {}).get("delta"), (r["delta_auto"] or {}).get("spread"),
+                   (r["delta_auto"] or {}).get("partial")) for name, r in zip(names, results)}
 
 
 def spread(values, fmt):
@@ -99,14 +104,17 @@ def main():
     print(f"{args.stream}, k = {k}, T = {args.rounds}, {len(seeds)} seed(s), learner "
           f"{'hinge' if args.hinge else 'paper'}; medians [min, max] over seeds, ratios within a seed\n")
     print("| stream | k | protocol | online error | errors / static b=8 | bytes / static b=8 "
-          "| messages / static b=8 | Δ |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|")
+          "| messages / static b=8 | Δ | spread | θ |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for name in per_seed[0]:
         runs = [(s[name], s["static b=8"]) for s in per_seed]
         deltas = [r[4] for r, _ in runs if r[4] is not None]
+        spreads = [r[5] for r, _ in runs if r[5] is not None]
+        thetas = sorted({f"{r[6]:g}" for r, _ in runs if r[6] is not None})
         print(f"| {args.stream} | {k} | {name} | {np.median([r[0] / r[1] for r, _ in runs]):.4f} "
               f"| {spread([r[0] / s[0] for r, s in runs], '.4f')} | {spread([r[2] / s[2] for r, s in runs], '.3f')} "
-              f"| {spread([r[3] / s[3] for r, s in runs], '.3f')} | {f'{np.median(deltas):.3g}' if deltas else ''} |")
+              f"| {spread([r[3] / s[3] for r, s in runs], '.3f')} | {f'{np.median(deltas):.3g}' if deltas else ''} "
+              f"| {f'{np.median(spreads):.4g}' if spreads else ''} | {', '.join(thetas)} |")
 
 
 if __name__ == "__main__":

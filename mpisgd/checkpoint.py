@@ -67,14 +67,14 @@ from mpisgd.errors import MpisgdError
 from mpisgd.metrics import Timeline
 from mpisgd.watchdog import STOP_SIGNALS, arm
 
-FORMAT_VERSION = 8  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
+FORMAT_VERSION = 9  # 2: the agreed check awaiting its resolution (sync mode settles checks one period late);
 # 3: the transport's result counts (async mode) and the time spent waiting; 4: --delta auto's record
 # names its formula (rda has a rule of its own), and Δ and the --budget record as steered;
 # SHA-256 digests of every dataset and of the attributes; 5: the non-zeros learned (--budget);
 # 6: the run's id (manifest and rank files) and the configuration's SHA-256 (rank files);
 # 7: each owner's state_dict ("owner/name" datasets, "owner.name" JSON attributes), the timeline's clock, the rows each rank's
 # stream holds and has learned (elastic resume), no number of ranks in the configuration; 8: --delta auto's pilot
-# is an owner of its own ("pilot/values", "pilot/counts")
+# is an owner of its own ("pilot/values", "pilot/counts"); 9: and the non-zeros of its rows ("pilot/entries")
 KEEP = 2  # complete checkpoints kept
 MARKER = "COMPLETE"
 SUBDIR = "checkpoints"  # under --out

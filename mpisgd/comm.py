@@ -407,12 +407,12 @@ class MPITransport:
         return int(out[0])
 
     def pilot_allgather(self, statistics):
-        """--delta auto: this learner's pilot (Σ, rows) to every rank (control,
-        wire.PILOT_BYTES each); returns every learner's, in rank order."""
-        mine = np.array([statistics[0], statistics[1]], dtype=np.float64)  # rows < 2^53: exact
-        every = np.empty(2 * self.k, dtype=np.float64)
+        """--delta auto: this learner's pilot (Σ, rows, non-zeros) to every rank
+        (control, wire.PILOT_BYTES each); returns every learner's, in rank order."""
+        mine = np.array(statistics, dtype=np.float64)  # rows, non-zeros < 2^53: exact
+        every = np.empty(3 * self.k, dtype=np.float64)
         self.comm.Allgather(mine, every, "control")
-        return [(float(every[2 * i]), int(every[2 * i + 1])) for i in range(self.k)]
+        return [(float(every[3 * i]), int(every[3 * i + 1]), int(every[3 * i + 2])) for i in range(self.k)]
 
     def final_mean(self, z):
         """The run's last full sync: the mean of every rank's final model z

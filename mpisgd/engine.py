@@ -41,13 +41,14 @@ class Engine:
             else:
                 self.points = DelayedCheckPoints(self.coordinator, delay)
             transport.steer = self.coordinator.steer if config.budget else None  # --budget: Δ at full syncs
-            transport.partial = self.coordinator.partial_budget if config.partial else None  # --partial: θΔ
+            # --partial, or --delta auto's choice at the pilot's end: θΔ
+            transport.partial = self.coordinator.partial_budget if config.partial or config.auto else None
 
-    def end_pilot(self, world, statistics, learner):
+    def end_pilot(self, world, statistics, learner, n_features):
         """--delta auto, after round P on every rank: the pilot's ``statistics``
         of this side's learners to every rank (``world.pilot_allgather``), and
         Δ from every learner's (``Coordinator.set_auto_delta``)."""
-        return self.coordinator.set_auto_delta(world.pilot_allgather(statistics), learner)
+        return self.coordinator.set_auto_delta(world.pilot_allgather(statistics), learner, n_features)
 
     def check(self, t):
         """The check point after round t (Δ_t of t ≥ 1). Returns the balancing

@@ -297,7 +297,8 @@ class Run:
         """--delta auto, after round P on every rank: the pilot's statistics to
         every rank (an Allgather), and Δ from them (``Coordinator.set_auto_delta``)."""
         if self.pilot is not None and t == self.pilot.end:
-            self.engine.end_pilot(self.world, self.pilot.statistics()[0], self.config.learner)
+            self.engine.end_pilot(self.world, self.pilot.statistics()[0], self.config.learner,
+                                 self.learners.n_features)
             self.pilot = None
 
     def tell_progress(self, t):

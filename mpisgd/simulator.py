@@ -936,7 +936,7 @@ class Simulation:
     def end_pilot(self, t):
         """--delta auto, after round P: Δ from every learner's pilot (``Engine.end_pilot``)."""
         if self.pilot is not None and t == self.pilot.end:
-            self.engine.end_pilot(self.world, self.pilot.statistics(), self.learner_args)
+            self.engine.end_pilot(self.world, self.pilot.statistics(), self.learner_args, self.n)
             self.pilot = None
 
     def check(self, t):

@@ -35,7 +35,7 @@ from mpisgd.kernels import message, sync
 CATEGORIES = ("violation", "balance_request", "balance_reply", "balance_result", "full_sync", "control")
 CONTROL_BYTES = 8  # one int64
 DIST_BYTES = 16  # COMMAND DIST: the code and the results rank 0 has sent the rank (it answers once it has them all)
-PILOT_BYTES = 16  # --delta auto: one learner's pilot statistics (Σ, rows), two float64, in an Allgather
+PILOT_BYTES = 24  # --delta auto: one learner's pilot statistics (Σ, rows, non-zeros), three float64, in an Allgather
 BUDGET_BYTES = 24  # --budget: one rank's (bytes sent, rounds done, non-zeros learned), three float64, in an Allreduce
 # An uncompressed full sync probes for a sparse exchange only when its dense sum is larger than this: below
 # it the sum is latency-bound (α/β ≈ 12 KB on the 10gbe and ib100 presets, docs/NETWORK.md), so the

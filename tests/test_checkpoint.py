@@ -193,6 +193,20 @@ def test_killed_run_resumes_its_delta_auto_pilot(tmp_path):
     assert resumed == plain and plain["pilot_rows"] == 60 * RANKS
 
 
+@pytest.mark.parametrize("kill_round", [40, 120])
+def test_killed_run_resumes_the_defaults_partial_syncs(tmp_path, kill_round):
+    """Rows that spread (the linear teacher on 8,000 features): --delta auto
+    turns partial syncs on at its pilot's end; killed in the pilot or after
+    it, the resumed run makes the same choice, or keeps it, and ends as the
+    uninterrupted one."""
+    args = ["--synthetic", "linear", "--rounds", 300, "--features", 8000, "--seed", 3, *PROTOCOL[:4], "--delta", "auto",
+            "--pilot-rounds", 60, *PROTOCOL[6:]]
+    ok(tmp_path / "plain", *args)
+    kill_and_resume(tmp_path, tmp_path / "plain", args, kill_round=kill_round, every=40)
+    plain, resumed = (json.loads((tmp_path / d / "report.json").read_text())["delta_auto"] for d in ("plain", "killed"))
+    assert resumed == plain and plain["partial"] is not None
+
+
 def test_time_based_checkpoints_change_no_counter(tmp_path, reference):
     out = tmp_path / "timed"
     ok(out, *SYNTHETIC, *PROTOCOL, "--checkpoint-seconds", 1e-9, "--poll-rows", 50)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mpisgd.data.synthetic import DisjunctionStream, write_learner_shards
+from mpisgd.data.synthetic import DisjunctionStream, LinearTeacherStream, write_learner_shards
 from mpisgd.model import LinearModel
 from mpisgd.wire import CATEGORIES, dense_nbytes
 
@@ -106,6 +106,17 @@ def wide_shards(tmp_path_factory):
     return _shards(tmp_path_factory, 1100)
 
 
+@pytest.fixture(scope="module")
+def spread_shards(tmp_path_factory):
+    """The linear teacher on 8,000 features, 20 non-zeros a row: rows that
+    spread (n·rows/non-zeros = 400), where --delta auto turns partial syncs on."""
+    out = {}
+    for k in (2, 3):
+        stream = LinearTeacherStream(8000, k, seed=11, nnz_per_row=20)
+        out[k] = write_learner_shards(stream, 400, str(tmp_path_factory.mktemp(f"spread{k}")))
+    return out
+
+
 def _train(k, paths, args, out):
     cmd = [str(MPIEXEC), "-n", str(k), sys.executable, "-m", "mpi4py", "-m", "mpisgd", "train", *paths,
            "--mode", "sync", "--out", str(out), "--quiet", "--timeline-every", "50", *args]
@@ -140,6 +151,19 @@ def test_simulate_equals_train_sync_sparse_full_syncs(k, case, wide_shards, tmp_
     fs = report["communication"]["sent"]["full_sync"]
     syncs = report["protocol"]["full_syncs"]["total"] - report["protocol"]["full_syncs"]["augmented"] - 1
     assert syncs > 0 and fs["bytes"] < k * dense_nbytes(1100) * (1 + syncs) / 2  # the pairs were used
+
+
+@pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")
+@pytest.mark.parametrize("k", [2, 3])
+def test_simulate_equals_train_sync_under_the_defaults_partial_syncs(k, spread_shards, tmp_path):
+    """The defaults on rows that spread: the pilot's end turns partial syncs on
+    in both, which then agree bit for bit (docs/ALGORITHMS.md §4.4)."""
+    _assert_equal(spread_shards[k], ["--protocol", "dynamic", *PAPER_LEARNER], k, tmp_path)
+    report = json.loads((tmp_path / "train" / "report.json").read_text())
+    syncs = report["protocol"]["full_syncs"]["total"] - report["protocol"]["full_syncs"]["final"]
+    messages = report["communication"]["sent"]["full_sync"]["messages"]
+    assert report["delta_auto"]["partial"] is not None and report["delta_auto"]["spread"] == pytest.approx(400.0)
+    assert syncs > 0 and messages == k * (3 * syncs + 1)  # partial: probe, index blocks, sum; the final Allreduce
 
 
 @pytest.mark.skipif(not MPIEXEC.exists() and shutil.which("mpiexec") is None, reason="no mpiexec")

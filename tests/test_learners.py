@@ -372,7 +372,7 @@ for rows in (indices, data, y):
 owner = np.zeros(1, np.int64)
 L.learn(indptr, indices, data, y, owner)
 L.learn_until_violation(indptr, indices, data, y, owner, np.array([1]), np.array([1e300]))
-auto_delta(config, learner, [(float(pilot_values(indptr, data, y, learner).sum()), 1)])
+auto_delta(config, learner, [(float(pilot_values(indptr, data, y, learner).sum()), 1, 2)], 10)
 print([sorted(map(str, set(k.signatures) - b)) for k, b in zip(kernels, before)])
 """
 

@@ -296,16 +296,16 @@ def test_pilot_statistics_do_not_depend_on_how_rows_arrive():
 def test_auto_delta_rule_and_threshold():
     config = ProtocolConfig(delta="auto", delta_scale=3.0, pilot_rounds=10, period=4)
     learner = {"loss": "log", "eta0": 0.5}
-    statistics = [(2.0, 4), (6.0, 4)]  # G = 1
+    statistics = [(2.0, 4, 12), (6.0, 4, 4)]  # G = 1, 2 non-zeros a row
     coordinator = Coordinator(config, 2)
     assert coordinator.threshold(10) == float("inf")  # the pilot's checks (t ≤ P) find nobody
     np.testing.assert_array_equal(coordinator.threshold(np.array([4, 8])), [np.inf, np.inf])
     with pytest.raises(RuntimeError):
         coordinator.threshold(12)
-    delta = coordinator.set_auto_delta(statistics, learner)
+    delta = coordinator.set_auto_delta(statistics, learner, 50)
     assert delta == 3.0 * 0.5 * math.sqrt(0.5 * 1.0)  # c·η·√(η·G)
-    assert delta == auto_delta(config, learner, statistics)[0]
-    assert coordinator.auto["G"] == 1.0 and coordinator.auto["pilot_rows"] == 8
+    assert delta == auto_delta(config, learner, statistics, 50)[0]
+    assert coordinator.auto["G"] == 1.0 and coordinator.auto["pilot_rows"] == 8 and coordinator.auto["spread"] == 25.0
     assert coordinator.threshold(10) == float("inf") and coordinator.threshold(12) == delta
     np.testing.assert_array_equal(coordinator.threshold(np.array([10, 12])), [np.inf, delta])
 
@@ -313,7 +313,7 @@ def test_auto_delta_rule_and_threshold():
 def test_auto_delta_follows_the_schedule_at_the_pilots_end():
     config = ProtocolConfig(delta="auto", delta_scale=1.0, pilot_rounds=16)
     learner = {"loss": "hinge", "schedule": "invscaling", "eta0": 2.0, "power": 0.5}
-    delta, record = auto_delta(config, learner, [(5.0, 5)])
+    delta, record = auto_delta(config, learner, [(5.0, 5, 5)], 10)
     assert record["eta_P"] == pytest.approx(2.0 / 4.0)  # η0 / P^power
     assert delta == pytest.approx(0.5 * math.sqrt(0.5))
 
@@ -322,18 +322,19 @@ def test_auto_delta_of_rda_is_c_times_a_squared_first_step():
     """RDA's step 1/(γ√t) decays: Δ = c·η_P²·G, c its own unless given."""
     learner = {"loss": "log", "rule": "rda", "gamma": 0.01}
     eta_p = 1.0 / (0.01 * math.sqrt(16))
-    delta, record = auto_delta(ProtocolConfig(delta="auto", pilot_rounds=16), learner, [(3.0, 2), (1.0, 2)])  # G = 1
+    delta, record = auto_delta(ProtocolConfig(delta="auto", pilot_rounds=16), learner, [(3.0, 2, 2), (1.0, 2, 2)], 10)  # G = 1
     assert record["eta_P"] == pytest.approx(eta_p) and record["c"] == RDA_DELTA_SCALE
     assert delta == pytest.approx(RDA_DELTA_SCALE * eta_p**2) and "rda" in record["rule"]
-    delta, record = auto_delta(ProtocolConfig(delta="auto", pilot_rounds=16, delta_scale=2.0), learner, [(4.0, 4)])
+    delta, record = auto_delta(ProtocolConfig(delta="auto", pilot_rounds=16, delta_scale=2.0), learner, [(4.0, 4, 4)], 10)
     assert delta == pytest.approx(2.0 * eta_p**2) and record["c"] == 2.0
-    sgd, record = auto_delta(ProtocolConfig(delta="auto", pilot_rounds=16), {"loss": "log", "eta0": 0.5}, [(4.0, 4)])
+    sgd, record = auto_delta(ProtocolConfig(delta="auto", pilot_rounds=16), {"loss": "log", "eta0": 0.5}, [(4.0, 4, 4)],
+                             10)
     assert record["c"] == DELTA_SCALE and sgd == pytest.approx(DELTA_SCALE * 0.5 * math.sqrt(0.5))
 
 
 def test_auto_delta_without_a_slope_is_a_clear_error():
     with pytest.raises(MpisgdError, match="--delta"):
-        auto_delta(ProtocolConfig(delta="auto"), {"loss": "squared"}, [(0.0, 10)])
+        auto_delta(ProtocolConfig(delta="auto"), {"loss": "squared"}, [(0.0, 10, 10)], 10)
 
 
 def test_budget_steers_delta_by_what_is_left_against_what_the_budget_leaves():

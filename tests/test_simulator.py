@@ -470,8 +470,9 @@ def test_delta_auto_measures_the_first_rounds_and_checks_nobody_before(mode, blo
     assert seen and min(seen) > P  # the pilot's rounds are not checked
     indptr, indices, data, y = stream.rows(0, P)  # the same rows, learner l's = row l of each round
     values = pilot_values(indptr, data, y, LEARNER)
-    statistics = [(math.fsum(values[l::k].tolist()), P) for l in range(k)]
-    want, record = auto_delta(cfg, LEARNER, statistics)
+    lengths = np.diff(indptr)
+    statistics = [(math.fsum(values[l::k].tolist()), P, int(lengths[l::k].sum())) for l in range(k)]
+    want, record = auto_delta(cfg, LEARNER, statistics, 20)
     assert result["delta_auto"] == record and sim.coordinator.delta == want
 
 

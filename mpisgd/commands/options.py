@@ -218,8 +218,10 @@ def protocol_config(args):
 
 def delta_auto_line(auto):
     """The summary line of --delta auto (report.json's delta_auto)."""
+    spread = "" if auto.get("spread") is None else f", spread n·rows/non-zeros {auto['spread']:.4g}"
+    partial = "" if auto.get("partial") is None else f"; partial syncs θ = {auto['partial']:g}"
     return (f"delta auto: Δ = {auto['formula']} = {auto['delta']:.6g} "
-            f"(G over the first {auto['pilot_rounds']} rounds, {auto['pilot_rows']} rows)")
+            f"(G over the first {auto['pilot_rounds']} rounds, {auto['pilot_rows']} rows{spread}){partial}")
 
 
 def budget_line(budget):

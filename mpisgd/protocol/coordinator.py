@@ -214,11 +214,12 @@ class Coordinator:
             return self.delta / np.sqrt(t)  # Δ_t = Δ0 / √t
         return self.delta
 
-    def set_auto_delta(self, statistics, learner, k=None):
-        """End the pilot of --delta auto: Δ from every learner's (Σ, count) in
-        learner (rank) order (``Pilot.statistics``, allgathered under MPI).
-        Every rank calls it with the same list and gets the same Δ."""
-        self.delta, self.auto = auto_delta(self.config, learner, statistics)
+    def set_auto_delta(self, statistics, learner, n_features):
+        """End the pilot of --delta auto: Δ from every learner's (Σ, count,
+        non-zeros) in learner (rank) order (``Pilot.statistics``, allgathered
+        under MPI) over n_features. Every rank calls it with the same list and
+        gets the same Δ."""
+        self.delta, self.auto = auto_delta(self.config, learner, statistics, n_features)
         return self.delta
 
     def steer(self, spent, rounds, entries, n_features):
@@ -229,13 +230,14 @@ class Coordinator:
         return self.delta
 
     def partial_budget(self):
-        """--partial θ: θΔ, the divergence each learner may keep off a full
-        sync, which then averages only the coordinates beyond it
-        (docs/ALGORITHMS.md §4.7); None: a full sync of every coordinate
-        (no --partial, or Δ not measured yet)."""
-        if self.config.partial is None or self.delta is None:
+        """--partial θ, or the θ --delta auto chose (``auto_delta``'s record):
+        θΔ, the divergence each learner may keep off a full sync, which then
+        averages only the coordinates beyond it (docs/ALGORITHMS.md §4.7);
+        None: a full sync of every coordinate (no θ, or Δ not measured yet)."""
+        theta = self.config.partial if self.config.partial is not None else (self.auto or {}).get("partial")
+        if theta is None or self.delta is None:
             return None
-        return self.config.partial * float(self.delta)
+        return theta * float(self.delta)
 
     # -- full syncs ---------------------------------------------------------
 

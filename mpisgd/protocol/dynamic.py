@@ -43,7 +43,8 @@ class Dynamic(Protocol):
         if hedge == AUTO:  # simulate reports the option; train the hedge it resolved to
             k = config.get("ranks") or report.get("k") or 0
             hedge = auto_hedge(k) if k > 0 else "counter"
-        partial = f", partial θ={p['partial']:g}" if p.get("partial") else ""
+        theta = p.get("partial") or (report.get("delta_auto") or {}).get("partial")  # given, or --delta auto's
+        partial = f", partial θ={theta:g}" if theta else ""
         return f"dynamic Δ={delta} b={p.get('period')}, {hedge} hedge{partial}" + sync_mode(report)
 
     @staticmethod
