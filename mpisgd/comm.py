@@ -283,7 +283,7 @@ class MPITransport:
         self.entries = 0  # --budget: the non-zeros of the rows this learner has learned (set with ``at``)
         self._sends = []  # (request, buffer) of nonblocking sends not known to be complete
         self._full_sync = None  # async: this rank's full sync in flight
-        self._status = MPI.Status()  # of a follower's polls (``probe``)
+        self._status = MPI.Status()  # of every poll (``probe``)
         # async: the pacing barriers (``pace_barrier``) on a duplicate communicator, made here
         # while every rank is at the start; None in sync mode
         self._pacing = comm.Dup() if asynchronous else None
@@ -766,9 +766,10 @@ class MPITransport:
                 self.full_sync()
 
     def probe(self):
-        """(source, tag) of a message that has come from rank 0 or (async) a
-        member relaying its message, or None: an Iprobe into a kept status,
-        timed as every MPI call (``CountingComm.seconds``), nothing more."""
+        """(source, tag) of a message that has come (to a follower: from rank 0
+        or, async, a member relaying its message; to rank 0: from any
+        follower), or None: an Iprobe into a kept status, timed as every MPI
+        call (``CountingComm.seconds``), nothing more."""
         start = time.perf_counter()
         found = self.comm.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, self._status)
         self.comm.seconds += time.perf_counter() - start
@@ -889,7 +890,7 @@ class MPITransport:
         None from an empty message) and the codes of DONE and STOP notices."""
         violations, notices = [], []
         while True:
-            found = self.comm.probe(MPI.ANY_SOURCE, MPI.ANY_TAG, block=False)
+            found = self.probe()
             if found is None:
                 return violations, notices
             src, tag = found

@@ -177,12 +177,13 @@ class OnlineLearners:
         violator. Returns (checks made, violated): the rows learned are
         check_end[checks − 1] if violated, else all of them."""
         y, owner = np.asarray(y, dtype=np.float64), np.asarray(owner, dtype=np.int64)
-        check_end = np.asarray(check_end, dtype=np.int64)
+        check_end = np.ascontiguousarray(check_end, dtype=np.int64)
         status, row, checks, violated = online.learn_rows(
             *self._rows(indptr, indices, data, y, owner), check_end, np.full(check_end.shape, threshold, np.float64),
             *self._state(),
         )  # fmt: skip
-        self._raise_on(status, row, y, owner)
+        if status != online.OK:
+            self._raise_on(status, row, y, owner)
         return int(checks), bool(violated)
 
     @staticmethod

@@ -187,6 +187,7 @@ class Run:
         self.pilot = None  # --delta auto: the pilot of the first P rounds, until Δ is set (run)
         self._pilot_state = None  # a resumed pilot's rows so far (Pilot.state_dict)
         self._owner = np.zeros(0, dtype=np.int64)
+        self._ends = np.zeros(0, dtype=np.int64)  # 1, 2, …: the check points' rows (``learn_until_violation``)
         self.rows_done = 0
         self.entries_done = 0  # the non-zeros of those rows (--budget)
         self.compute_seconds = 0.0
@@ -267,13 +268,16 @@ class Run:
             m = len(y)
             if len(self._owner) < m:
                 self._owner = np.zeros(m, dtype=np.int64)
-            checks = np.arange((t // b + 1) * b, t + m + 1, b)  # check points in (t, t + m]
-            try:  # round t + i is done after row i − 1 of this piece
+            if len(self._ends) < m:
+                self._ends = np.arange(1, m + 1)
+            # the check points in (t, t + m] as rows of this piece (round t + i is done after row i − 1)
+            ends = self._ends[b - 1 - t % b : m : b]
+            try:
                 made, violated = self.learners.learn_until_violation(indptr, indices, data, y, self._owner[:m],
-                                                                     checks - t, threshold(checks))
+                                                                     ends, threshold(t + ends))
             except MpisgdError as exc:  # name the data
                 raise MpisgdError(f"{self.source.describe}, rows from {self.rows_done}: {exc}") from None
-            learned = int(checks[made - 1] - t) if violated else m
+            learned = int(ends[made - 1]) if violated else m
             self.source.put_back(m - learned)
             self._measure(indptr, data, y, learned)
             self.rows_done += learned

@@ -228,8 +228,9 @@ class AsyncCoordinator:
         """Queue the violations that have arrived; count the notices."""
         violations, notices = self.transport.collect()
         self.queue.extend(violations)
-        self.dones += notices.count(DONE)
-        self.stops += notices.count(STOP)
+        if notices:
+            self.dones += notices.count(DONE)
+            self.stops += notices.count(STOP)
 
     def current(self, src, epoch):
         """A violation is current when its sender had received every result
@@ -263,6 +264,8 @@ class AsyncCoordinator:
 
     def _start(self, t):
         """Begin resolving the current queued violations; False if there are none."""
+        if not self.queue:
+            return False
         current = sorted(((src, model) for src, epoch, model in self.queue if self.current(src, epoch)),
                          key=lambda v: v[0])
         self.queue = []
