@@ -266,10 +266,18 @@ class OnlineLearners:
         if self.compress == "none":
             return wire.encode(alpha, bias, u, scale, self.n_features)
         idx, vals = online.support(u, scale)
-        # learner l's next draws (wire.uniforms): the same for a rank and the simulator
-        uniform = wire.uniforms([self.first_id + l], [self.encoded[l]], len(idx))[0]
+        return wire.encode_compressed(alpha, bias, idx, vals, self.n_features, self.compress,
+                                      self._draws(l, len(idx)))
+
+    def _draws(self, l, count):
+        """Learner l's next ``count`` uniform draws for a compressed message
+        (``wire.uniforms``: the same for a rank and the simulator); None
+        uncompressed."""
+        if self.compress == "none":
+            return None
+        uniform = wire.uniforms([self.first_id + l], [self.encoded[l]], count)[0]
         self.encoded[l] += 1
-        return wire.encode_compressed(alpha, bias, idx, vals, self.n_features, self.compress, uniform)
+        return uniform
 
     def decode(self, buf):
         if self.compress == "none":
@@ -301,11 +309,7 @@ class OnlineLearners:
         z[n], z[n + 1] = self.bias[l], 1.0
         if local:
             return None, wire.Part(z, rho, support)
-        uniform = None
-        if self.compress != "none":  # learner l's next draws, as for its other messages (``_encode``)
-            uniform = wire.uniforms([self.first_id + l], [self.encoded[l]], len(chosen))[0]
-            self.encoded[l] += 1
-        buf = wire.encode_partial(self.bias[l], chosen, d[chosen], rho, n, self.compress, uniform)
+        buf = wire.encode_partial(self.bias[l], chosen, d[chosen], rho, n, self.compress, self._draws(l, len(chosen)))
         return buf, (wire.Part(z, rho, support) if self.compress == "none" else self.decode_partial(buf))
 
     def decode_partial(self, buf):
@@ -315,11 +319,7 @@ class OnlineLearners:
         """The wire message, sent by learner l, of a member's balance result
         ``part`` (``wire.Part``): its values on S_l and b̄ (``wire.encode_result``)."""
         idx = np.flatnonzero(part.support)
-        uniform = None
-        if self.compress != "none":  # learner l's next draws, as for its other messages (``_encode``)
-            uniform = wire.uniforms([self.first_id + l], [self.encoded[l]], len(idx))[0]
-            self.encoded[l] += 1
-        return wire.encode_result(part.z[self.n_features], part.z[idx], self.compress, uniform)
+        return wire.encode_result(part.z[self.n_features], part.z[idx], self.compress, self._draws(l, len(idx)))
 
     def decode_result(self, buf, support):
         """A balance result for the member whose S_l is ``support`` -> z on S_l (``wire.decode_result``)."""
