@@ -7,9 +7,11 @@ Every rank learns its rows of the RCV1-like stream (``--synthetic rcv1``, 47,152
 λ = 0, constant η = 1, no averaging: Kamp et al.'s online setting) through ``mpisgd.runner.Run``, as
 ``mpisgd train`` does, under ``--protocol none`` and under the default mode (dynamic, async, b = 1)
 with Δ = 1e12, which no learner reaches: the default mode then checks every round and sends nothing
-but its pacing barriers. Two more rows take the default mode's blocks apart: without the pacing
-barriers (``--pace 0``), and then with blocks of 4,096 rows instead of 256 between polls
-(``--poll-rows 4096``; the learning call, the poll and the yield come once a block).
+but its pacing barriers. Two more rows take the default mode's blocks apart: with pacing barriers
+every 1,024 rounds (``--pace 1024``) and without them (``--pace 0``). A block of rows (one
+learning call, one poll, one yield) ends at a multiple of ``--poll-rows`` at least
+``BLOCK_SECONDS`` of learning away, and never more than 2R rounds past the last pace round
+every rank has reached: where rows are cheap R, not the poll, sets the blocks.
 The rows come from one of two sources:
 
 - generated: made in the loop as ``train --synthetic rcv1`` makes them (``StreamSource``);
@@ -45,8 +47,8 @@ QUIET = {"name": "dynamic", "delta": 1e12}  # the default mode (async, b = 1) wi
 PROTOCOLS = {
     "none": ({"name": "none"}, {}),
     "default, Δ=1e12": (QUIET, {}),
+    "default, Δ=1e12, --pace 1024": ({**QUIET, "pace": 1024}, {}),
     "default, Δ=1e12, --pace 0": ({**QUIET, "pace": 0}, {}),
-    "default, Δ=1e12, --pace 0 --poll-rows 4096": ({**QUIET, "pace": 0}, {"poll_rows": 4096}),
 }
 
 
