@@ -382,7 +382,7 @@ def test_the_pacing_barriers_bound_a_learner_to_2R_past_the_last_pace_round_ever
     """A learner enters the pacing barrier of every pace round jR before T
     that it has passed, in order, and may learn 2R rounds past the last pace
     round whose barrier has completed (every rank has entered it); entering
-    and testing never wait."""
+    (which tests the open barriers once) and testing never wait."""
     import time
 
     comm, steps, learners, tr, me, coordinator = _setup(delta=1.0)
@@ -405,8 +405,8 @@ def test_the_pacing_barriers_bound_a_learner_to_2R_past_the_last_pace_round_ever
         ok.append(me.pace_limit(2 * R, 100) == 2 * R)  # rank 0 has entered neither
     steps.Barrier()
     if rank == 0:
-        me.start_paces(2 * R, 2 * R)  # round 2R is the run's last: round R's barrier only
-        ok.append(len(me._paces) == 1)
+        me.start_paces(2 * R, 2 * R)  # round 2R is the run's last: round R's barrier only (complete already, maybe)
+        ok.append([round_ for round_, _barrier in me._paces] in ([R], []))
     ok.append(until(3 * R))  # every rank in round R's barrier; rank 0 not in round 2R's
     steps.Barrier()
     if rank == 0:

@@ -150,25 +150,35 @@ class AsyncLearner:
     def start_paces(self, t, T):
         """At a stop at round t: this rank's part of the pacing barrier of
         every pace round jR ≤ t before T whose barrier it has not started (one
-        per pace round, in order, as on every rank). Never waits."""
+        per pace round, in order, as on every rank), then a test of the open
+        ones: MPI moves a nonblocking barrier on only inside MPI calls, so
+        this rank's part leaves now, not at its next poll, and the last rank
+        to enter finds the barrier complete. Never waits."""
         if not self.pace:
             return
         first = self._reached + self.pace * (len(self._paces) + 1)  # the next pace round without a barrier
         for round_ in range(first, min(t, T - 1) + 1, self.pace):
             self._paces.append((round_, self.transport.pace_barrier()))
+        if first <= min(t, T - 1):
+            self._test_paces(math.inf)
 
     def pace_limit(self, t, want):
         """The furthest round up to ``want`` this rank may learn to from round
         t: 2R past the last pace round every rank has reached, which a barrier
-        of that round says once it has completed. Tests the open barriers,
-        oldest first, only while the bound is below ``want``. Never waits."""
+        of that round says once it has completed. Tests the open barriers
+        only while the bound is below ``want``. Never waits."""
         if not self.pace:
             return want
         if self._reached is None:  # the loop's first stop: a new or resumed run, every rank at round t
             self._reached = t // self.pace * self.pace
+        self._test_paces(want)
+        return min(want, self._reached + 2 * self.pace)
+
+    def _test_paces(self, want):
+        """Take the completed barriers, oldest first, while 2R past the last
+        pace round they say every rank has reached is below ``want``."""
         while self._reached + 2 * self.pace < want and self._paces and self.transport.paced(self._paces[0][1]):
             self._reached = self._paces.popleft()[0]
-        return min(want, self._reached + 2 * self.pace)
 
     def end_pace(self):
         """At the end of the run or at a cut, after FINISH (every rank has started
