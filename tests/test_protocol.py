@@ -528,7 +528,8 @@ class PacedTransport:
 def test_a_block_ends_at_a_poll_at_least_BLOCK_SECONDS_away_within_2R_of_the_last_completed_pace_round():
     """A rank's next stop (``AsyncRounds.next_stop``): the next multiple of
     poll_rows, or where rows are cheap the first one at least BLOCK_SECONDS of
-    learning away (the next again while its learner awaits a result); at most
+    learning away (the next again after a block in which it took a result,
+    or while its learner awaits one); at most
     poll_seconds of learning away; never more than 2R rounds past the last
     pace round whose barrier has completed."""
     from types import SimpleNamespace
@@ -544,6 +545,8 @@ def test_a_block_ends_at_a_poll_at_least_BLOCK_SECONDS_away_within_2R_of_the_las
     assert rounds.next_stop(3) == poll  # no rate measured yet: the next poll
     rounds.rate = 20 / BLOCK_SECONDS  # 20 rows in BLOCK_SECONDS: the third poll from round 3
     assert rounds.next_stop(3) == 3 * poll
+    transport.epoch = 1  # a result taken in the last block: the next poll, then again by time
+    assert (rounds.next_stop(3), rounds.next_stop(3)) == (poll, 3 * poll)
     rounds.rate = 1e12  # rows cheap without bound: 2R past round 0, no barrier yet
     assert rounds.next_stop(3) == 2 * R
     rounds.learner.start_paces(2 * R, 1000)  # at round 2R: the barriers of rounds R and 2R

@@ -343,8 +343,8 @@ class AsyncRounds(Rounds):
     runner's module docstring and docs/RUNNING.md): a learner checks its local
     condition while it learns and stops at its first violation, which it
     sends (on rank 0: queues) without waiting; after every block of rows
-    (``poll_rows``, or where rows are cheap a multiple of it of at least
-    ``BLOCK_SECONDS``) it answers rank 0 (rank 0: advances its resolutions). A
+    (``poll_rows``, or where rows are cheap and nothing is being resolved a
+    multiple of it of at least ``BLOCK_SECONDS``) it answers rank 0 (rank 0: advances its resolutions). A
     learner in a resolution makes no own checks until the result comes, and
     learns at most ``staleness`` rounds past the round it joined in before it
     waits for it; at its first stop at or past a pace round it enters that
@@ -365,14 +365,18 @@ class AsyncRounds(Rounds):
         self.cut_at = None  # the agreed round of the next cut
         self.violated = None  # the round of this learner's unresolved violation, or at which it joined a resolution
         self.rate = None  # rounds per second of this rank's last block (its polls come every ~poll_seconds)
+        self.results = run.transport.epoch  # the results this rank had taken at its last stop
 
     def next_stop(self, t):
         ck = self.checkpointer
-        # a block ends at a multiple of poll_rows: the next, or where rows are cheap the first at least
-        # BLOCK_SECONDS of learning away; the next while a resolution is under way (rank 0) or awaited (a member)
+        # a block ends at a multiple of poll_rows: the next, or where rows are cheap and nothing is being
+        # resolved the first at least BLOCK_SECONDS of learning away (quiet: no result taken in the last
+        # block, none awaited, and on rank 0 no resolution under way or queued)
         polls = 1
-        waited = self.learner.pending or (self.coordinator is not None and not self.coordinator.idle)
-        if self.rate is not None and not waited:
+        quiet = (self.transport.epoch == self.results and not self.learner.pending
+                 and (self.coordinator is None or self.coordinator.idle))
+        self.results = self.transport.epoch
+        if self.rate is not None and quiet:
             polls = max(1, math.ceil(self.rate * BLOCK_SECONDS / self.poll))
         stop = min(self.schedule.next_stop(t, protocol=False, pilot=self.run.pilot is not None),
                    (t // self.poll + polls) * self.poll)
