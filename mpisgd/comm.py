@@ -562,8 +562,9 @@ class MPITransport:
         yield "Allgather", block, blocks
         support = wire.union_of_blocks(blocks, n, m)
         s = len(support)
-        L.deviation_on(0, support, values, self.last_sent if remember else None)  # [(w − r)_S, b]: w as sent
-        values[s] = L.bias[0]
+        sent = self.last_sent if remember else None  # async: the model as it was sent, not after the steps since
+        L.deviation_on(0, support, values, sent)  # [(w − r)_S, b]
+        values[s] = L.bias[0] if sent is None else sent[n]
         yield "Allreduce", values[: s + 1], total[: s + 1], MPI.SUM
         return support, total[: s + 1]
 
