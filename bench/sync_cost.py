@@ -2,7 +2,7 @@
 
     NUMBA_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 .venv/bin/mpiexec -n 2 .venv/bin/python bench/sync_cost.py \\
         [--syncs 400] [--period 8] [--dynamic-rounds 48] [--partial-rounds 60] [--kept 0.75] [--steps] \\
-        [--quantile 0.5]
+        [--partial-steps] [--quantile 0.5]
 
 Every rank learns its rows of the RCV1-like stream (``--synthetic rcv1``, 47,152 features, log
 loss, η = 1) and, at each of ``--syncs`` sync points, takes part in a full sync through
@@ -21,6 +21,9 @@ With ``--steps``, instead: the static case taken apart, each step of ``MPITransp
 timed on its own in the same loop (the gather of the touched coordinates, the probe, the block, the
 Allgather, adding the blocks into the sum, the new reference made from it with the learner's
 restart: ``OnlineLearners.set_reference_pairs``), beside the bare Allreduce of the block's bytes.
+With ``--partial-steps``, the partial case taken apart likewise (``MPITransport._partial_steps``: S_l,
+the probe, the index block, the Allgather, the union, d on it, the values' Allreduce; then the new
+reference: ``OnlineLearners.set_partial_sum``), beside a bare Allreduce of the values' bytes.
 
 Times are CPU seconds of each rank (``time.process_time``: another rank's scheduling on this
 2-core machine does not move them, though spinning in MPI does), medians over the syncs (or, with
@@ -120,6 +123,48 @@ def steps(comm, stream, syncs, period, q):
     return {name: 1e6 * float(np.quantile(v[20:], q)) for name, v in times.items()}
 
 
+def partial_steps(comm, stream, syncs, rounds, kept, q):
+    """CPU µs of each step of a blocking partial sync (``MPITransport._partial_steps``, then
+    ``OnlineLearners.set_partial_sum``) on this rank: quantile q over the syncs."""
+    from mpisgd import wire
+
+    learners = OnlineLearners(1, stream.n_features, loss="log", eta0=1.0)
+    learners.warm_up()
+    L, n, k, rank = learners, learners.n_features, comm.size, comm.rank
+    idx, mine, top = np.empty(n, dtype=np.int32), np.empty(1), np.empty(1)
+    values, total = np.empty(n + 1), np.empty(n + 1)
+    owner = np.zeros(rounds, dtype=np.int64)
+    times = {}
+    clock = time.process_time
+
+    def timed(name, f, *args):
+        start = clock()
+        out = f(*args)
+        times.setdefault(name, []).append(clock() - start)
+        return out
+
+    for t in range(0, (syncs + 20) * rounds, rounds):  # the first 20 warm up
+        learners.learn(*stream.rows(t, t + rounds, [rank]), owner)
+        budget = kept * float(learners.distances()[0])
+        comm.comm.Barrier()
+        c = timed("S_l: d's non-zeros and the selection (partial_support)", L.partial_support, 0, budget, idx)
+        mine[0] = c
+        timed("probe Allreduce (8 B)", comm.comm.Allreduce, mine, top, MPI.MAX)
+        m = int(top[0])
+        block = timed("fill_index_block", wire.fill_index_block, np.empty(m + 1, dtype=np.int32), idx[:c], m)
+        blocks = np.empty(k * (m + 1), dtype=np.int32)
+        timed("index Allgather", comm.comm.Allgather, block, blocks)
+        support = timed("the union S (union_of_blocks)", wire.union_of_blocks, blocks, n, m)
+        s = len(support)
+        timed("d on S (deviation_on)", L.deviation_on, 0, support, values)
+        values[s] = L.bias[0]
+        timed("values Allreduce", comm.comm.Allreduce, values[: s + 1], total[: s + 1], MPI.SUM)
+        timed("the new reference and the models (set_partial_sum)", L.set_partial_sum, support, total[: s + 1], k)
+        comm.comm.Barrier()
+        timed("bare Allreduce (the values' bytes)", comm.comm.Allreduce, values[: s + 1], total[: s + 1], MPI.SUM)
+    return {name: 1e6 * float(np.quantile(v[20:], q)) for name, v in times.items()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--syncs", type=int, default=400, help="timed syncs per case")
@@ -129,18 +174,24 @@ def main():
     parser.add_argument("--kept", type=float, default=0.75,
                         help="the share of ‖w − r‖² a partial sync leaves local (its budget θΔ)")
     parser.add_argument("--steps", action="store_true", help="time each step of a static sync instead")
+    parser.add_argument("--partial-steps", action="store_true", help="time each step of a partial sync instead")
     parser.add_argument("--quantile", type=float, default=0.5, help="of each time over the syncs (0.5: median)")
     args = parser.parse_args()
     q = args.quantile
     stat = "median" if q == 0.5 else f"quantile {q:g}"
     comm = CountingComm(MPI.COMM_WORLD)
     stream = RCV1Stream(n_learners=comm.size, seed=0)
-    if args.steps:
+    if args.steps or args.partial_steps:
         with threadpool_limits(limits=1, user_api="blas"):
-            every = comm.comm.gather(steps(comm, stream, args.syncs, args.period, q), root=0)
+            if args.steps:
+                mine = steps(comm, stream, args.syncs, args.period, q)
+                case = f"static b={args.period}"
+            else:
+                mine = partial_steps(comm, stream, args.syncs, args.partial_rounds, args.kept, q)
+                case = f"partial sync ({args.partial_rounds} rounds, {args.kept:g} kept)"
+            every = comm.comm.gather(mine, root=0)
         if comm.rank == 0:
-            print(f"-n {comm.size}, static b={args.period}, {args.syncs} syncs: CPU µs of each step per rank "
-                  f"({stat} over syncs)\n")
+            print(f"-n {comm.size}, {case}, {args.syncs} syncs: CPU µs of each step per rank ({stat} over syncs)\n")
             print("| step | " + " | ".join(f"rank {r}" for r in range(comm.size)) + " |")
             print("|---|" + "---|" * comm.size)
             for name in every[0]:

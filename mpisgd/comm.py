@@ -291,7 +291,8 @@ class MPITransport:
         self.partial = None  # --partial: Coordinator.partial_budget, θΔ at every full sync (_partial_steps)
         # a full sync's buffers, kept from sync to sync (``_pairs_steps``; one full sync at a time)
         self._scratch = self._block = self._blocks = None
-        self._partial_scratch = None  # --partial: d = w − r and S_l (``_partial_steps``)
+        self._partial_scratch = None  # --partial: S_l, the probe's, the sum over S (``_partial_steps``)
+        self._index_block = self._index_blocks = None  # --partial: this rank's index block, every rank's
 
     # -- this rank's learner ----------------------------------------------------
 
@@ -538,10 +539,11 @@ class MPITransport:
         [(w_l − r)_S, b_l] (Allreduce). Returns (S, that sum), or (None, the
         sum of every z) when the index blocks alone would outweigh a dense sum."""
         L, n, k = self.learners, self.n, self.k
-        if self._partial_scratch is None:
-            self._partial_scratch = np.empty(n), np.empty(n, dtype=np.int32), np.empty(1), np.empty(1)
-        d, idx, mine, top = self._partial_scratch
-        c = L.partial_support(0, budget, d, idx)
+        if self._partial_scratch is None:  # S_l, the probe's, [d_S, b] and its sum, kept from sync to sync
+            self._partial_scratch = (np.empty(n, dtype=np.int32), np.empty(1), np.empty(1), np.empty(n + 1),
+                                     np.empty(n + 1))
+        idx, mine, top, values, total = self._partial_scratch
+        c = L.partial_support(0, budget, idx)
         if remember:
             self._sent(self._model())
         mine[0] = c
@@ -551,14 +553,20 @@ class MPITransport:
             total = np.empty(n + 2)
             yield "Allreduce", (self.last_sent if remember else self._model()), total, MPI.SUM
             return None, total
-        block = wire.fill_index_block(np.empty(m + 1, dtype=np.int32), idx[:c], m)
-        blocks = np.empty(k * (m + 1), dtype=np.int32)
+        size = m + 1
+        if self._index_blocks is None or len(self._index_blocks) < k * size:  # grown to the largest exchange so far
+            self._index_blocks = np.empty(2 * k * size, dtype=np.int32)
+            self._index_block = np.empty(2 * size, dtype=np.int32)
+        block = wire.fill_index_block(self._index_block[:size], idx[:c], m)
+        blocks = self._index_blocks[: k * size]
         yield "Allgather", block, blocks
         support = wire.union_of_blocks(blocks, n, m)
-        values = np.append(d[support], L.bias[0])  # [(w − r)_S, b]
-        total = np.empty_like(values)
-        yield "Allreduce", values, total, MPI.SUM
-        return support, total
+        s = len(support)
+        sent = self.last_sent if remember else None  # async: the model as it was sent, not after the steps since
+        L.deviation_on(0, support, values, sent)  # [(w − r)_S, b]
+        values[s] = L.bias[0] if sent is None else sent[n]
+        yield "Allreduce", values[: s + 1], total[: s + 1], MPI.SUM
+        return support, total[: s + 1]
 
     # -- sync mode: a check begun at one check point, settled at the next --------
 

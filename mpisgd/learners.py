@@ -112,6 +112,7 @@ class OnlineLearners:
         # bits their gather dedupes them in; a list longer than n/4 is dropped, scanning v costing no more
         self.T = np.empty((k, n // 4), dtype=np.int32)
         self._bits = np.zeros((n + 63) // 64, dtype=np.uint64)
+        self._partial = None  # a partial sync's d's non-zeros and S_l's positions (``partial_support``)
         self.A = np.zeros((k, navg))
         self.U = np.zeros((k, navg))
         self.r = np.zeros(n)
@@ -157,9 +158,10 @@ class OnlineLearners:
             counts = np.empty(2, np.int64)
             index = wire.add_blocks(np.concatenate([block, block]), 1, m, total, counts)
             scratch.set_reference_pairs(total, 2, index, counts, idx[:c])
-        scratch.partial_support(0, 0.0, np.empty(1), np.empty(1, np.int32))  # --partial
-        wire.union_of_blocks(wire.fill_index_block(np.empty(2, np.int32), np.zeros(1, np.int32), 1), 1, 1)
-        scratch.set_partial_sum(np.zeros(1, np.int64), np.zeros(2), 1)
+        scratch.partial_support(0, 0.0, np.empty(1, np.int32))  # --partial
+        support = wire.union_of_blocks(wire.fill_index_block(np.empty(2, np.int32), np.zeros(1, np.int32), 1), 1, 1)
+        scratch.deviation_on(0, support, np.empty(2))
+        scratch.set_partial_sum(support, np.zeros(2), 1)
 
     # -- learning -----------------------------------------------------------
 
@@ -373,25 +375,37 @@ class OnlineLearners:
         self.encoded[ids] += 1
         return wire.sync_levels_of(x, c, k, uniform, self.compress)
 
-    def partial_support(self, l, budget, d, idx):
-        """Learner l's part of a partial sync (docs/ALGORITHMS.md §4.7):
-        d ← w_l − r (dense) and S_l, the fewest coordinates of largest |d_j|
-        that leave the rest's Σ d_j² ≤ budget (= θΔ), into idx (increasing);
-        returns |S_l|."""
-        sync.deviation(self.alpha[l], self.s[l], self.V[l], self.r, d)
-        return sync.select_support(d, budget, idx)
+    def partial_support(self, l, budget, idx):
+        """Learner l's part of a partial sync (docs/ALGORITHMS.md §4.7): S_l,
+        the fewest coordinates of largest |d_j| of d = w_l − r that leave the
+        rest's Σ d_j² ≤ budget (= θΔ), into idx (int32, length ≥ n; increasing);
+        returns |S_l|. The selection's passes visit d's non-zeros only
+        (``sync.partial_support``)."""
+        if self._partial is None:
+            self._partial = np.empty(self.n_features), np.empty(self.n_features, dtype=np.int64)
+        vals, pos = self._partial  # d's non-zeros, the positions of S_l among them
+        return sync.partial_support(l, self.alpha, self.s, self.V, self.T, self.listed, self.r, self._bits, budget,
+                                    vals, idx, pos)
+
+    def deviation_on(self, l, support, out, z=None):
+        """out[i] = learner l's d_j = (w_l − r)_j at j = support[i]; with z,
+        that of its model z = [u, b, α] (w = α·r + u: as it sent it)."""
+        if z is None:
+            sync.deviation_at(self.alpha[l], self.s[l], self.V[l], self.r, support, out)
+        else:  # u_j = s·v_j as ``models`` made it: the same d_j
+            sync.deviation_at(z[self.n_features + 1], 1.0, z[: self.n_features], self.r, support, out)
 
     def set_partial_sum(self, support, total, k):
         """Partial averaging of every learner here (a rank's one, or the
         simulator's k): total = [Σ_l (w_l − r)_S, Σ_l b_l] over the k learners
-        of the run, for S = ``support`` (increasing). On S every w_l and r take
-        the mean (r_S ← r_S + mean d_S); off S every w_l and r stay; every b_l
-        and r_b take the mean bias."""
+        of the run, for S = ``support`` (int64, increasing). On S every w_l and
+        r take the mean (r_S ← r_S + mean d_S); off S every w_l and r stay;
+        every b_l and r_b take the mean bias."""
         self._flush_averages()
         before = (self.r.copy() if len(self.Xi) else None), self.r_bias
         self.r_bias = float(total[-1] / k)
-        online.partial_restart(np.asarray(support, dtype=np.int64), total[:-1] / k, self.r_bias, self.alpha,
-                               self.s, self.V, self.T, self.listed, self.bias, self.P, self.Q, self.r)
+        online.partial_restart(support, total, float(k), self.r_bias, self.alpha, self.s, self.V, self.T, self.listed,
+                               self.bias, self.P, self.Q, self.r)
         self._reference_moved(*before)
         for l in range(self.k) if len(self.Xi) else ():  # PX along the directions as they are now
             online.exact_px(l, self.V, self.Xi, self.PX)

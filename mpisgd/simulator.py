@@ -477,8 +477,8 @@ class SimTransport:
         blocks, the sum over their union S; or, when the blocks would
         outweigh a dense sum, the dense full sync."""
         L, n, k = self.L, self.L.n_features, self.L.k
-        d, idx = np.empty((k, n)), np.empty((k, n), dtype=np.int32)
-        counts = [L.partial_support(l, budget, d[l], idx[l]) for l in range(k)]
+        idx = np.empty((k, n), dtype=np.int32)
+        counts = [L.partial_support(l, budget, idx[l]) for l in range(k)]
         self.allreduce("full_sync", 8)
         m = max(counts)
         if not wire.partial_pays(n, k, m):
@@ -486,9 +486,12 @@ class SimTransport:
             L.set_reference_sum(_sum_in_order(L.models(np.arange(k))), k)
             return
         self.allgather("full_sync", wire.index_block_nbytes(m))
-        support = np.unique(np.concatenate([idx[l, :c] for l, c in enumerate(counts)]))
+        support = np.unique(np.concatenate([idx[l, :c] for l, c in enumerate(counts)])).astype(np.int64)
         self.allreduce("full_sync", 8 * (len(support) + 1))
-        L.set_partial_sum(support, np.append(d[:, support].sum(axis=0), L.bias.sum()), k)
+        d = np.empty((k, len(support)))  # every learner's w − r on S
+        for l in range(k):
+            L.deviation_on(l, support, d[l])
+        L.set_partial_sum(support, np.append(d.sum(axis=0), L.bias.sum()), k)
 
     def pace(self):
         """Default mode, at a pace round: every rank waits for the previous pacing

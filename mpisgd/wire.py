@@ -558,7 +558,8 @@ def decode_request(buf, n):
         raise MpisgdError(f"wire: a balance request of {len(buf)} bytes is not int64 then int32 indices")
     results = int(np.frombuffer(buf[:CONTROL_BYTES].tobytes(), dtype=np.int64)[0])
     support = np.frombuffer(buf[CONTROL_BYTES:].tobytes(), dtype=np.int32)
-    if len(support) and (support[0] < 0 or support[-1] >= n or np.any(np.diff(support) <= 0)):
+    steps = np.diff(support.astype(np.int64))  # in int32 a step past 2³¹ would wrap to a positive one
+    if len(support) and (support[0] < 0 or support[-1] >= n or np.any(steps <= 0)):
         raise MpisgdError(f"wire: a balance request asks for indices outside [0, {n}) or not strictly increasing")
     return results, support
 

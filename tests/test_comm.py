@@ -176,6 +176,38 @@ def test_quantized_full_sync_equals_the_simulator_and_is_near_the_mean(compress,
 
 
 @pytest.mark.mpi(min_size=2)
+def test_an_async_partial_sync_averages_the_models_sent_and_keeps_the_steps_made_meanwhile():
+    """--partial in the default mode: a rank that learns while its partial
+    sync is in flight takes the mean of the models as sent (weights and bias)
+    plus its own steps since, so that the mean of all models is kept."""
+    from mpi4py import MPI
+
+    from mpisgd.comm import _wait
+
+    n = 300
+    k, rank = MPI.COMM_WORLD.Get_size(), MPI.COMM_WORLD.Get_rank()
+    z = _models(k, n, 60, seed=11)
+    z[:, n + 1] = 1.0  # λ = 0: α = 1
+    comm, learners, tr = _sync_setup(n, "none", z, asynchronous=True)
+    tr.partial = lambda: 0.5 * float(learners.distances()[0])  # θΔ: about half of each divergence stays
+    sent = np.append(*learners.weights(0))
+    sync = tr._join_full_sync()
+    step = np.zeros(n + 1)  # a step made meanwhile, on a coordinate and the bias
+    step[rank], step[n] = 0.5, 0.25 * (rank + 1)
+    learners.take(0, learners.weights_z(sent[:n] + step[:n], sent[n] + step[n]))
+    learners.steps[0] += 1
+    _wait(sync)
+    after = np.append(*learners.weights(0))
+    every_sent, every_after = np.array(comm.comm.allgather(sent)), np.array(comm.comm.allgather(after - step))
+    differ = np.ptp(every_sent[:, :n], axis=0) > 0
+    synced = differ & (np.ptp(every_after[:, :n], axis=0) < 1e-12)
+    assert 0 < synced.sum() < differ.sum()  # a partial sync: the mean taken on some coordinates, not all
+    np.testing.assert_allclose(every_after.mean(axis=0), every_sent.mean(axis=0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(every_after[:, n], every_sent[:, n].mean(), rtol=1e-12, atol=1e-12)  # the bias
+    comm.comm.Free()
+
+
+@pytest.mark.mpi(min_size=2)
 def test_compressed_messages_keep_the_rounding_error_with_the_sender():
     """A follower's q8 balance reply is remembered as rank 0 decodes it: when
     the balanced model comes back, the follower keeps u − Q(u), so the set's

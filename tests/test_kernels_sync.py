@@ -277,9 +277,9 @@ def test_deviation_is_w_minus_r():
     np.testing.assert_allclose(d, 0.7 * r + 1.3 * v - r, rtol=1e-15, atol=1e-15)
 
 
-def trained(k, n, average, seed):
-    """k learners that took different steps from a shared non-zero reference (α ≠ 1: λ > 0)."""
-    L = OnlineLearners(k, n, loss="log", lam=0.01, schedule="constant", eta0=0.5, average=average)
+def trained(k, n, average, seed, lam=0.01):
+    """k learners that took different steps from a shared non-zero reference (α ≠ 1 where λ > 0)."""
+    L = OnlineLearners(k, n, loss="log", lam=lam, schedule="constant", eta0=0.5, average=average)
     rng = np.random.default_rng(seed)
     L.set_reference(np.concatenate([rng.standard_normal(n), [0.3, 1.0]]))
     rows = 40 * k
@@ -296,18 +296,22 @@ def trained(k, n, average, seed):
 def partial_sync(L, budget):
     """Every learner's S_l, their union S and the sum over it, as the simulator makes them."""
     k, n = L.k, L.n_features
-    d, idx = np.empty((k, n)), np.empty((k, n), np.int32)
-    counts = [L.partial_support(l, budget, d[l], idx[l]) for l in range(k)]
-    support = np.unique(np.concatenate([idx[l, :c] for l, c in enumerate(counts)]))
-    L.set_partial_sum(support, np.append(d[:, support].sum(axis=0), L.bias.sum()), k)
+    idx = np.empty((k, n), np.int32)
+    counts = [L.partial_support(l, budget, idx[l]) for l in range(k)]
+    support = np.unique(np.concatenate([idx[l, :c] for l, c in enumerate(counts)])).astype(np.int64)
+    d = np.empty((k, len(support)))
+    for l in range(k):
+        L.deviation_on(l, support, d[l])
+    L.set_partial_sum(support, np.append(d.sum(axis=0), L.bias.sum()), k)
     return support
 
 
 @pytest.mark.parametrize("theta", [0.05, 0.3, 1.0])
 @pytest.mark.parametrize("average", [False, True])
-def test_partial_sync_keeps_the_mean_and_meets_the_condition(theta, average):
+@pytest.mark.parametrize("lam", [0.01, 0.0])  # α ≠ 1: d dense; α = 1: d from the lists of touched coordinates
+def test_partial_sync_keeps_the_mean_and_meets_the_condition(theta, average, lam):
     k, n = 3, 200
-    L = trained(k, n, average, seed=int(theta * 100))
+    L = trained(k, n, average, seed=int(theta * 100), lam=lam)
     W = np.array([L.weights(l)[0] for l in range(k)])
     b = L.bias.copy()
     r, r_b = L.reference
@@ -333,31 +337,79 @@ def test_partial_sync_keeps_the_mean_and_meets_the_condition(theta, average):
             np.testing.assert_allclose(L.averaged_weights(l)[0], averaged[l][0], rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("width", [0, 3, 50])  # T's width: the list dropped at once, midway, or kept
-def test_partial_restart_matches_the_numpy_twin(width):
-    rng = np.random.default_rng(width)
-    k, n = 3, 40
+def listed_state(rng, k, n, width, alpha_one):
+    """k learners' (V, α, s, r, T, listed): v sparse; learner l's list holds v_l's non-zeros, some
+    twice, a coordinate where v_l is 0 and shuffled (as learning leaves it), or is dropped (−1)
+    where it would outgrow the width; α = 1 for learner 0, and for all with alpha_one."""
     V = np.where(rng.random((k, n)) < 0.4, rng.standard_normal((k, n)), 0.0)
     alpha, s, r = rng.uniform(0.5, 1.5, k), rng.uniform(0.5, 2.0, k), rng.standard_normal(n)
     r[rng.random(n) < 0.3] = 0.0  # where α ≠ 1 and v = 0, u = (α − 1)·r is 0 only where r is
-    alpha[0] = 1.0
-    support = np.sort(rng.choice(n, 7, replace=False)).astype(np.int64)
-    mean = rng.standard_normal(7)
-    U, r2, P2, Q2 = naive_partial_restart(alpha, s, V, r, support, mean)
+    alpha[0 if not alpha_one else slice(None)] = 1.0
     T, listed = np.full((k, width), -1, np.int32), np.zeros(k, np.int64)
-    bias, P, Q = np.zeros(k), np.zeros(k), np.zeros(k)
-    online.partial_restart(support, mean, 0.25, alpha, s, V, T, listed, bias, P, Q, r)
+    for l in range(k):
+        nz = np.flatnonzero(V[l])
+        touched = rng.permutation(np.concatenate([nz, nz[: len(nz) // 3], [int(rng.integers(n))]]))
+        if len(touched) > width:
+            listed[l] = -1
+        else:
+            V[l, touched[-1]] = 0.0 if rng.random() < 0.5 else V[l, touched[-1]]  # moved, and back to 0
+            T[l, : len(touched)] = touched
+            listed[l] = len(touched)
+    return V, alpha, s, r, T, listed
+
+
+@pytest.mark.parametrize("width", [0, 3, 50, 80])  # T's width: the list dropped at once, midway, or kept
+@pytest.mark.parametrize("alpha_one", [False, True])  # learner 0 at α = s = 1, or every learner
+def test_partial_restart_matches_the_numpy_twin(width, alpha_one):
+    rng = np.random.default_rng(width + 100 * alpha_one)
+    k, n = 3, 40
+    V, alpha, s, r, T, listed = listed_state(rng, k, n, width, alpha_one)
+    s[alpha == 1.0] = 1.0
+    support = np.sort(rng.choice(n, 7, replace=False)).astype(np.int64)
+    total = rng.standard_normal(7)
+    U, r2, P2, Q2 = naive_partial_restart(alpha, s, V, r, support, total / 3.0)
+    P, Q = V @ r, (V * V).sum(axis=1)  # at α = s = 1 only S's terms leave them
+    kept = alpha == 1.0
+    before = T.copy(), listed.copy()
+    bias = np.zeros(k)
+    online.partial_restart(support, total, 3.0, 0.25, alpha, s, V, T, listed, bias, P, Q, r)
     np.testing.assert_allclose(V, U, rtol=1e-15, atol=0)
     np.testing.assert_array_equal(r, r2)
-    np.testing.assert_allclose(P, P2, rtol=1e-12)
-    np.testing.assert_allclose(Q, Q2, rtol=1e-12)
+    np.testing.assert_allclose(P, P2, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(Q, Q2, rtol=1e-12, atol=1e-12)
     assert np.all(alpha == 1.0) and np.all(s == 1.0) and np.all(bias == 0.25)
     for l in range(k):
         nonzero = np.flatnonzero(U[l])
-        if len(nonzero) > width:
+        if kept[l]:  # its list as it was: still every non-zero of v
+            assert listed[l] == before[1][l]
+            np.testing.assert_array_equal(T[l], before[0][l])
+            assert listed[l] == -1 or set(nonzero) <= set(T[l, : listed[l]])
+        elif len(nonzero) > width:
             assert listed[l] == -1
         else:
             np.testing.assert_array_equal(T[l, : listed[l]], nonzero)
+
+
+@pytest.mark.parametrize("width", [0, 80])  # the lists dropped (d in one pass over n), or kept
+@pytest.mark.parametrize("alpha_one", [False, True])
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 0.9, 2.0])
+def test_partial_support_matches_the_numpy_twin(width, alpha_one, fraction):
+    rng = np.random.default_rng(width + 10 * alpha_one + int(100 * fraction))
+    k, n = 3, 130
+    V, alpha, s, r, T, listed = listed_state(rng, k, n, width, alpha_one)
+    V[1, (V[1] != 0.0) & (rng.random(n) < 0.3)] = 0.5  # ties, where the list has them
+    bits = np.zeros(3, np.uint64)
+    vals, idx, pos = np.empty(n), np.full(n, -1, np.int32), np.empty(n, np.int64)
+    for l in range(k):
+        d = (alpha[l] - 1.0) * r + s[l] * V[l]
+        budget = fraction * float(d @ d)
+        m = sync.partial_support(l, alpha, s, V, T, listed, r, bits, budget, vals, idx, pos)
+        np.testing.assert_array_equal(idx[:m], naive_partial_support(d, budget))
+        assert not bits.any()
+        support = rng.choice(n, 9, replace=False).astype(np.int64)
+        out = np.empty(9)
+        sync.deviation_at(alpha[l], s[l], V[l], r, support, out)
+        np.testing.assert_array_equal(out, d[support])
 
 
 def test_partial_sync_with_the_whole_budget_averages_nothing_but_the_bias():

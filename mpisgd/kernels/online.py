@@ -144,39 +144,50 @@ def set_models(ids, z, alpha, s, V, T, listed, bias, P, Q, A, U, alpha_sum, s_su
 
 
 @njit(cache=True)
-def partial_restart(support, mean, r_bias, alpha, s, V, T, listed, bias, P, Q, r):
+def partial_restart(support, total, k_run, r_bias, alpha, s, V, T, listed, bias, P, Q, r):
     """Partial averaging's new reference (docs/ALGORITHMS.md §4.7) for S = support
-    (increasing) and mean = the mean of d_S over the run's learners: every learner
+    (increasing) and total = Σ d_S over the run's k_run learners: every learner
     here keeps u = d = w − r = (α − 1)·r + s·v off S and 0 on S, with α = s = 1,
-    b = r_b; r_S ← r_S + mean. Per learner one pass writes u (vectorized), and
-    one without branches its list of touched coordinates, Q = ‖u‖² and P = r·u
-    (r moves on S only, where u is 0; the sums in j's order, as ``exact_pq``).
-    PX (fda) is left to the caller, whose directions change with r."""
+    b = r_b; r_S ← r_S + total/k_run. A learner with α = s = 1 has u = v
+    already: only v_S ← 0, and P = r·u and Q = ‖u‖² lose S's terms (r moves on
+    S only, where u is 0), in O(|S|); its list of touched coordinates still
+    holds v's non-zeros. Otherwise one pass writes u (vectorized), and one
+    without branches its list (u's non-zeros), and P and Q in j's order, as
+    ``exact_pq``. PX (fda) is left to the caller, whose directions change
+    with r."""
     k, n = V.shape
     width = T.shape[1]
     for l in range(k):
         a, sl = alpha[l] - 1.0, s[l]
         v = V[l]
-        for j in range(n):
-            v[j] = a * r[j] + sl * v[j]
-        for j in support:  # on S: w_l takes the mean, u = 0
-            v[j] = 0.0
-        p, q, c = 0.0, 0.0, 0
-        for j in range(n):
-            u = v[j]
-            p += r[j] * u
-            q += u * u
-            if c < width:  # the list outgrows T: dropped (``touched_from``), then only counted
-                T[l, c] = j
-            c += u != 0.0
-        listed[l] = c if c <= width else -1
+        if a == 0.0 and sl == 1.0:
+            p, q = P[l], Q[l]
+            for j in support:  # on S: w_l takes the mean, u = 0
+                u = v[j]
+                p -= r[j] * u
+                q -= u * u
+                v[j] = 0.0
+        else:
+            for j in range(n):
+                v[j] = a * r[j] + sl * v[j]
+            for j in support:
+                v[j] = 0.0
+            p, q, c = 0.0, 0.0, 0
+            for j in range(n):
+                u = v[j]
+                p += r[j] * u
+                q += u * u
+                if c < width:  # the list outgrows T: dropped (``touched_from``), then only counted
+                    T[l, c] = j
+                c += u != 0.0
+            listed[l] = c if c <= width else -1
         alpha[l] = 1.0
         s[l] = 1.0
         bias[l] = r_bias
         P[l] = p
         Q[l] = q
     for i in range(support.shape[0]):
-        r[support[i]] += mean[i]
+        r[support[i]] += total[i] / k_run  # the mean of d_j over the run's learners
 
 
 @njit(cache=True, fastmath={"reassoc"})  # the sum in any order, so that it vectorizes; NaN and inf kept

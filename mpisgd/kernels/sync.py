@@ -4,8 +4,8 @@ count and scale that decide the exchange, and the new reference from the sum
 of every learner's z; in between, for the pairs exchange, the non-zeros of u
 in one pass and the sum of the blocks in one pass each, and the new
 reference from that sum where it changes. A partial sync's (docs/ALGORITHMS.md
-§4.7): d = w − r, the selection of S_l from it, and the union of the index
-blocks."""
+§4.7): the non-zeros of d = w − r, the selection of S_l among them, the union
+of the index blocks, and d on that union."""
 
 import math
 
@@ -268,6 +268,51 @@ def deviation(alpha, s, v, r, d):
     a = alpha - 1.0
     for j in range(r.shape[0]):
         d[j] = a * r[j] + s * v[j]
+
+
+@njit(cache=True)
+def deviation_pairs(l, alpha, s, V, T, listed, r, bits, vals, idx):
+    """The non-zeros of learner l's d = w − r = (α − 1)·r + s·v, values into
+    vals and indices j into idx (int32; both of length ≥ n), in increasing j;
+    returns their count. With α = 1, d = s·v is 0 off the learner's list of
+    touched coordinates (``mpisgd.kernels.online``): ``gather_listed`` visits
+    the list only (r finite: 0·r_j adds nothing); else one pass over n,
+    without branches (d's non-zeros lie anywhere: a branch on each would
+    mispredict)."""
+    sl, v = s[l], V[l]
+    if alpha[l] == 1.0 and listed[l] >= 0 and math.isfinite(sl):
+        return gather_listed(v, T[l, : listed[l]], bits, sl, vals, idx)[1]
+    a = alpha[l] - 1.0
+    c = 0
+    for j in range(r.shape[0]):
+        d = a * r[j] + sl * v[j]
+        vals[c] = d  # kept where d ≠ 0: overwritten otherwise (c ≤ j)
+        idx[c] = j
+        c += d != 0.0
+    return c
+
+
+@njit(cache=True)
+def partial_support(l, alpha, s, V, T, listed, r, bits, budget, vals, idx, pos):
+    """Learner l's S_l (``select_support`` of its d = w − r for θΔ = budget)
+    into idx, increasing; returns |S_l|. The selection runs on d's non-zeros
+    (``deviation_pairs``, into vals and idx), whose order by j is their
+    order by position: same S_l, in passes over |nnz(d)|, not n. pos (int64,
+    length ≥ n) takes the positions selected."""
+    c = deviation_pairs(l, alpha, s, V, T, listed, r, bits, vals, idx)
+    m = select_support(vals[:c], budget, pos)
+    for i in range(m):  # positions increase, pos[i] ≥ i: in place
+        idx[i] = idx[pos[i]]
+    return m
+
+
+@njit(cache=True)
+def deviation_at(alpha, s, v, r, support, out):
+    """out[i] = d_j = (α − 1)·r_j + s·v_j of one learner at j = support[i]."""
+    a = alpha - 1.0
+    for i in range(support.shape[0]):
+        j = support[i]
+        out[i] = a * r[j] + s * v[j]
 
 
 @njit(cache=True)

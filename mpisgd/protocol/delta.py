@@ -15,8 +15,8 @@ RDA_DELTA_SCALE = 0.006  # c of the rda learners' rule Δ = c·η²·G (measured
 PILOT_ROUNDS = 8  # P: rounds of the pilot (unchecked: kept short, docs/ALGORITHMS.md §4.4)
 # the defaults' partial syncs where the rows spread (measured: docs/ALGORITHMS.md §4.4, docs/RESULTS.md)
 SPREAD_PARTIAL = 200.0  # the rows' spread from which --delta auto syncs partially (pilots: RCV1 ≥ 500, w8a 69, a9a 9)
-PARTIAL_THETA = 0.9  # θ of those partial syncs
-PARTIAL_SCALE = 12.0  # F: their Δ is F times the rule's (a learner keeps θΔ local, so its room is (1 − θ)Δ)
+PARTIAL_THETA = 0.95  # θ of those partial syncs
+PARTIAL_SCALE = 24.0  # F: their Δ is F times the rule's (a learner keeps θΔ local, so its room is (1 − θ)Δ)
 
 
 def pilot_values(indptr, data, y, learner):
