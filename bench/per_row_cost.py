@@ -7,9 +7,11 @@ Every rank learns its rows of the RCV1-like stream (``--synthetic rcv1``, 47,152
 λ = 0, constant η = 1, no averaging: Kamp et al.'s online setting) through ``mpisgd.runner.Run``, as
 ``mpisgd train`` does, under ``--protocol none`` and under the default mode (dynamic, async, b = 1)
 with Δ = 1e12, which no learner reaches: the default mode then checks every round and sends nothing
-but its pacing barriers. Two more rows take the default mode's blocks apart: without the pacing
-barriers (``--pace 0``), and then with blocks of 4,096 rows instead of 256 between polls
-(``--poll-rows 4096``; the learning call, the poll and the yield come once a block).
+but its pacing barriers. Two more rows take the default mode's blocks apart: with pacing barriers
+every 1,024 rounds (``--pace 1024``) and without them (``--pace 0``). A block of rows (one
+learning call, one poll, one yield) ends at a multiple of ``--poll-rows`` at least
+``BLOCK_SECONDS`` of learning away, and never more than 2R rounds past the last pace round
+every rank has reached: where rows are cheap R, not the poll, sets the blocks.
 The rows come from one of two sources:
 
 - generated: made in the loop as ``train --synthetic rcv1`` makes them (``StreamSource``);
@@ -19,7 +21,8 @@ CPU time is ``time.process_time`` of each rank around its training loop (``Run._
 start-up, no final sync), of which "waiting" is the part inside ``Run.wait`` and
 ``AsyncRounds.quiesce`` (a rank spinning, yielding its core, until the others reach a pacing barrier
 or the run's end). Each figure is the median over ``--repeats`` runs in this launch (the protocols
-alternate), then the largest over ranks. A second table times the learning calls alone on rank 0,
+alternate), then the largest over ranks; rows a block is the rounds over the median number of
+blocks (polls), on the rank with fewest. A second table times the learning calls alone on rank 0,
 before the runs: one call for all its rows without checks (as ``none`` learns), a call per 256
 rows with a check after every row at Δ = 1e12 (as the default mode learns), and calls of 64 rows
 without and with the learner's list of touched coordinates started again after each call, so that
@@ -45,19 +48,28 @@ QUIET = {"name": "dynamic", "delta": 1e12}  # the default mode (async, b = 1) wi
 PROTOCOLS = {
     "none": ({"name": "none"}, {}),
     "default, Δ=1e12": (QUIET, {}),
+    "default, Δ=1e12, --pace 1024": ({**QUIET, "pace": 1024}, {}),
     "default, Δ=1e12, --pace 0": ({**QUIET, "pace": 0}, {}),
-    "default, Δ=1e12, --pace 0 --poll-rows 4096": ({**QUIET, "pace": 0}, {"poll_rows": 4096}),
 }
 
 
 class Clock:
-    """The CPU seconds of each rank inside Run's loop and inside its waits, by wrapping them."""
+    """The CPU seconds of each rank inside Run's loop and inside its waits, and its blocks of rows
+    (the default mode's steps, a poll each), by wrapping them."""
 
     def __init__(self):
         self.loop = self.waiting = 0.0
+        self.blocks = 0
         for owner, name, counter in ((Run, "_rounds", "loop"), (Run, "wait", "waiting"),
                                      (AsyncRounds, "quiesce", "waiting")):
             setattr(owner, name, self._timed(getattr(owner, name), counter))
+        step = AsyncRounds.step
+
+        def counted(rounds, t):
+            self.blocks += 1
+            return step(rounds, t)
+
+        AsyncRounds.step = counted
 
     def _timed(self, method, counter):
         def timed(obj, *args):
@@ -71,8 +83,9 @@ class Clock:
 
     def run(self, run):
         self.loop = self.waiting = 0.0
+        self.blocks = 0
         run.run()
-        return self.loop, self.waiting
+        return self.loop, self.waiting, self.blocks
 
 
 def learning_calls(rows, n_features, repeats, block=256, short=64):
@@ -137,8 +150,8 @@ def main():
         print(f"-n {comm.size}, RCV1-like stream (47,152 features), {args.rounds:,} rows a rank, CPU seconds of the "
               f"training loop per rank (median of {args.repeats} runs, largest over ranks)\n")
         print("| rows | protocol | CPU s per rank | of which waiting | µs per row | ratio to none | "
-              "ratio, waiting left out |")
-        print("|---|---|---|---|---|---|---|")
+              "ratio, waiting left out | rows a block |")
+        print("|---|---|---|---|---|---|---|---|")
         for source in sources:
             none = None
             for protocol in PROTOCOLS:
@@ -146,8 +159,10 @@ def main():
                 waiting = max(e[(source, protocol)][1] for e in every)
                 working = max(e[(source, protocol)][0] - e[(source, protocol)][1] for e in every)
                 none = none or (cpu, working)
+                blocks = min(e[(source, protocol)][2] for e in every)  # none: no blocks
+                rows_a_block = f"{args.rounds / blocks:,.0f}" if blocks else "–"
                 print(f"| {source} | {protocol} | {cpu:.4f} | {waiting:.4f} | {1e6 * cpu / args.rounds:.3f} | "
-                      f"{cpu / none[0]:.2f} | {working / none[1]:.2f} |")
+                      f"{cpu / none[0]:.2f} | {working / none[1]:.2f} | {rows_a_block} |")
         print(f"\nThe learning calls alone (OnlineLearners, rank 0's rows in memory, before the runs), CPU µs per row "
               f"(median of {args.repeats})\n")
         print("| calls | µs per row | ratio |")

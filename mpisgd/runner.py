@@ -21,8 +21,9 @@ Modes of the dynamic protocol (docs/RUNNING.md; the other protocols have one):
   own checks while its resolution is pending and, when the balanced model
   arrives, keeps the progress it made meanwhile. A quiet
   check sends nothing. Followers answer rank 0 whenever they poll (every
-  ``poll_rows`` rounds, sooner when that many rows would take a slow rank
-  over ``poll_seconds``, and after a violation); rank 0 resolves the
+  ``poll_rows`` rounds, or a multiple of it where rows are cheap, sooner when
+  that many rows would take a slow rank over ``poll_seconds``, and after a
+  violation: ``AsyncRounds.next_stop``); rank 0 resolves the
   violations that have arrived between its own blocks of rows, never
   waiting (``mpisgd.protocol.AsyncCoordinator``), and full syncs are
   nonblocking Allreduces.
@@ -85,7 +86,7 @@ class RunConfig:
     mode: str = None  # the protocol's mode when given (None: its own); afterwards the protocol's
     learner: dict = field(default_factory=dict)  # keyword arguments of OnlineLearners
     timeline_every: int = 0  # rounds between timeline rows (0: only at the end)
-    poll_rows: int = 256  # async: rounds between polls for rank 0's messages
+    poll_rows: int = 256  # async: rounds between polls for rank 0's messages (cheap rows: a multiple of it)
     poll_seconds: float = 0.01  # async: and at most about this much of the rank's learning between them
     staleness: int = 0  # async: rounds a violator learns on before it waits for its resolution
 

@@ -378,24 +378,41 @@ def test_a_relayed_full_sync_that_overtakes_a_relayed_result_waits_for_it():
     comm.Free()
 
 
-def test_the_pacing_barrier_holds_a_learner_until_every_rank_has_entered_it():
-    """A learner that has entered the pacing barrier of a pace round is paced
-    (may go past the next one) only once every rank has entered it; entering
-    and testing never wait."""
+def test_the_pacing_barriers_bound_a_learner_to_2R_past_the_last_pace_round_every_rank_has_entered():
+    """A learner enters the pacing barrier of every pace round jR before T
+    that it has passed, in order, and may learn 2R rounds past the last pace
+    round whose barrier has completed (every rank has entered it); entering
+    (which tests the open barriers once) and testing never wait."""
+    import time
+
     comm, steps, learners, tr, me, coordinator = _setup(delta=1.0)
-    rank = comm.Get_rank()
-    ok = [me.paced()]  # none open yet
+    rank, R = comm.Get_rank(), 4
+    me.pace = R
+
+    def until(bound):  # the bound seen within 30 s (False rather than a hang)
+        deadline = time.monotonic() + 30
+        while me.pace_limit(2 * R, 100) != bound:
+            if time.monotonic() > deadline:
+                return False
+        return True
+
+    ok = [me.pace_limit(0, 100) == 2 * R]  # no barrier yet: 2R past the run's first round
     if rank != 0:
-        me.start_pace()
+        me.start_paces(2 * R, 100)  # at round 2R: the barriers of rounds R and 2R
+        ok.append(len(me._paces) == 2)
     steps.Barrier()
     if rank != 0:
-        ok.append(not me.paced())  # rank 0 has not entered it
+        ok.append(me.pace_limit(2 * R, 100) == 2 * R)  # rank 0 has entered neither
     steps.Barrier()
     if rank == 0:
-        me.start_pace()
-    while not me.paced():
-        pass
-    ok.append(me._pace is None)
+        me.start_paces(2 * R, 2 * R)  # round 2R is the run's last: round R's barrier only (complete already, maybe)
+        ok.append([round_ for round_, _barrier in me._paces] in ([R], []))
+    ok.append(until(3 * R))  # every rank in round R's barrier; rank 0 not in round 2R's
+    steps.Barrier()
+    if rank == 0:
+        me.start_paces(2 * R, 100)
+    ok.append(until(4 * R))
+    ok.append(not me._paces and me.pace_limit(2 * R, 3 * R) == 3 * R)
     assert all(_all(steps, all(ok)))
     tr.close()
     steps.Free()

@@ -509,6 +509,58 @@ def test_a_violation_that_comes_during_a_resolution_is_its_learners_reply(arrive
     np.testing.assert_array_equal(model, (own + theirs) / 2)
 
 
+class PacedTransport:
+    """A follower's transport of a quiet run: pacing barriers that complete when the test says."""
+
+    epoch = 0
+
+    def __init__(self):
+        self.barriers = []  # [completed] of each barrier started
+
+    def pace_barrier(self):
+        self.barriers.append([False])
+        return self.barriers[-1]
+
+    def paced(self, barrier):
+        return barrier[0]
+
+
+def test_a_block_ends_at_a_poll_at_least_BLOCK_SECONDS_away_within_2R_of_the_last_completed_pace_round():
+    """A rank's next stop (``AsyncRounds.next_stop``): the next multiple of
+    poll_rows, or where rows are cheap the first one at least BLOCK_SECONDS of
+    learning away (the next again after a block in which it took a result,
+    or while its learner awaits one); at most
+    poll_seconds of learning away; never more than 2R rounds past the last
+    pace round whose barrier has completed."""
+    from types import SimpleNamespace
+
+    from mpisgd.protocol.asynchronous import BLOCK_SECONDS, AsyncRounds
+    from mpisgd.protocol.schedule import Schedule
+
+    poll, R = 8, 16
+    transport = PacedTransport()
+    run = SimpleNamespace(transport=transport, engine=SimpleNamespace(coordinator=None), rank=1, pilot=None,
+                          checkpointer=None, config=SimpleNamespace(poll_rows=poll, poll_seconds=0.01, staleness=0))
+    rounds = AsyncRounds(run, Schedule(ProtocolConfig(delta=1.0, pace=R), 2, 1000))
+    assert rounds.next_stop(3) == poll  # no rate measured yet: the next poll
+    rounds.rate = 20 / BLOCK_SECONDS  # 20 rows in BLOCK_SECONDS: the third poll from round 3
+    assert rounds.next_stop(3) == 3 * poll
+    transport.epoch = 1  # a result taken in the last block: the next poll, then again by time
+    assert (rounds.next_stop(3), rounds.next_stop(3)) == (poll, 3 * poll)
+    rounds.rate = 1e12  # rows cheap without bound: 2R past round 0, no barrier yet
+    assert rounds.next_stop(3) == 2 * R
+    rounds.learner.start_paces(2 * R, 1000)  # at round 2R: the barriers of rounds R and 2R
+    assert len(transport.barriers) == 2 and rounds.next_stop(2 * R) == 2 * R  # neither complete: no further
+    transport.barriers[0][0] = True
+    assert rounds.next_stop(2 * R) == 3 * R
+    transport.barriers[1][0] = True
+    assert rounds.next_stop(2 * R) == 4 * R
+    rounds.learner.join()  # awaiting a result: the next poll
+    assert rounds.next_stop(2 * R + 1) == 5 * poll
+    rounds.rate = 100  # a slow rank: at most poll_seconds of its rows (1 round)
+    assert rounds.next_stop(2 * R + 1) == 2 * R + 2
+
+
 # -- the configuration's table and the registry ------------------------------------
 
 

@@ -41,7 +41,8 @@ def add_arguments(parser):
     g = parser.add_argument_group("protocol (Kamp et al. 2014)")
     add_protocol_arguments(g)
     tuning(g.add_argument("--poll-rows", type=int, default=256,
-                          help="async: rounds between polls for rank 0's messages"))
+                          help="async: rounds between polls for rank 0's messages (where rows are cheap a "
+                          "multiple of it, at least ~200 µs of learning)"))
     tuning(g.add_argument("--poll-seconds", type=float, default=0.01,
                           help="async: and at most about this much of a rank's learning between its polls (a "
                           "slow rank's rounds are counted against its measured pace)"))

@@ -7,12 +7,18 @@ its stops (``AsyncRounds``, the runner's loop in this mode,
 (``mpisgd.comm.MPITransport``) only sends and receives the messages of
 docs/WIRE.md."""
 
+import math
 import os
 import time
+from collections import deque
 
 from mpisgd.errors import MpisgdError
 from mpisgd.protocol.rounds import Rounds
 from mpisgd.wire import BALANCED, CUT, DIST, DONE, EPOCHS, FINISH, FULLSYNC, NEWREF, REQUEST, STOP
+
+# A block's least learning time where rows are cheap: a few hundred µs of rows between polls, far below any
+# network's latency, against some 10 µs of Python and kernel dispatch a block (measured: docs/RESULTS.md)
+BLOCK_SECONDS = 2e-4
 
 
 class AsyncLearner:
@@ -34,13 +40,15 @@ class AsyncLearner:
     after taking it) or a reply (given after taking it).
     """
 
-    def __init__(self, transport):
+    def __init__(self, transport, pace=0):
         self.transport = transport
         self._joined = None  # the epoch in which this learner joined a resolution
         self._violated = None  # the epoch in which it sent its violation
         self._deferred = None  # (ready, action) of a message of rank 0 that waits for a relayed result
         self._cut = None  # the agreement on the round of the cut under way (``transport.agree_round``)
-        self._pace = None  # the pacing barrier this rank started last, until it completes
+        self.pace = pace  # R: rounds between pace rounds (0: no pacing)
+        self._paces = deque()  # (pace round, request) of the pacing barriers this rank started, open, oldest first
+        self._reached = None  # the last pace round every rank is known to have reached (set at the first stop)
 
     @property
     def pending(self):
@@ -139,23 +147,46 @@ class AsyncLearner:
 
     # -- pacing: the bound on the round skew (every rank) ------------------------
 
-    def start_pace(self):
-        """At a pace round jR: this rank's part of its pacing barrier."""
-        self._pace = self.transport.pace_barrier()
+    def start_paces(self, t, T):
+        """At a stop at round t: this rank's part of the pacing barrier of
+        every pace round jR ≤ t before T whose barrier it has not started (one
+        per pace round, in order, as on every rank), then a test of the open
+        ones: MPI moves a nonblocking barrier on only inside MPI calls, so
+        this rank's part leaves now, not at its next poll, and the last rank
+        to enter finds the barrier complete. Never waits."""
+        if not self.pace:
+            return
+        first = self._reached + self.pace * (len(self._paces) + 1)  # the next pace round without a barrier
+        for round_ in range(first, min(t, T - 1) + 1, self.pace):
+            self._paces.append((round_, self.transport.pace_barrier()))
+        if first <= min(t, T - 1):
+            self._test_paces(math.inf)
 
-    def paced(self):
-        """Whether every rank has reached the round of the pacing barrier this
-        rank started last (True when none is open). Never waits."""
-        if self._pace is not None and self.transport.paced(self._pace):
-            self._pace = None
-        return self._pace is None
+    def pace_limit(self, t, want):
+        """The furthest round up to ``want`` this rank may learn to from round
+        t: 2R past the last pace round every rank has reached, which a barrier
+        of that round says once it has completed. Tests the open barriers
+        only while the bound is below ``want``. Never waits."""
+        if not self.pace:
+            return want
+        if self._reached is None:  # the loop's first stop: a new or resumed run, every rank at round t
+            self._reached = t // self.pace * self.pace
+        self._test_paces(want)
+        return min(want, self._reached + 2 * self.pace)
+
+    def _test_paces(self, want):
+        """Take the completed barriers, oldest first, while 2R past the last
+        pace round they say every rank has reached is below ``want``."""
+        while self._reached + 2 * self.pace < want and self._paces and self.transport.paced(self._paces[0][1]):
+            self._reached = self._paces.popleft()[0]
 
     def end_pace(self):
         """At the end of the run or at a cut, after FINISH (every rank has started
-        every pacing barrier before it): complete the last one."""
-        if self._pace is not None:
-            self.transport.wait_pace(self._pace)
-            self._pace = None
+        every pacing barrier before it): complete the open ones."""
+        while self._paces:
+            round_, barrier = self._paces.popleft()
+            self.transport.wait_pace(barrier)
+            self._reached = round_
 
     # -- the consistent cut of a checkpoint (every rank) -------------------------
 
@@ -311,11 +342,14 @@ class AsyncRounds(Rounds):
     """The default mode's rounds on one rank (``mpisgd.protocol.rounds``; the
     runner's module docstring and docs/RUNNING.md): a learner checks its local
     condition while it learns and stops at its first violation, which it
-    sends (on rank 0: queues) without waiting; after every block of rows it
-    answers rank 0 (rank 0: advances its resolutions). A learner in a
-    resolution makes no own checks until the result comes, and learns at
-    most ``staleness`` rounds past the round it joined in before it waits for
-    it; at a pace round it waits for the pacing barrier of the last one. A
+    sends (on rank 0: queues) without waiting; after every block of rows
+    (``poll_rows``, or where rows are cheap and nothing is being resolved a
+    multiple of it of at least ``BLOCK_SECONDS``) it answers rank 0 (rank 0: advances its resolutions). A
+    learner in a resolution makes no own checks until the result comes, and
+    learns at most ``staleness`` rounds past the round it joined in before it
+    waits for it; at its first stop at or past a pace round it enters that
+    round's pacing barrier, and it learns at most 2R rounds past the last pace
+    round whose barrier has completed. A
     checkpoint is a consistent cut at a round every rank knows
     (--checkpoint-every) or that rank 0 asks the ranks to agree on (a
     time-based or signalled one: the largest round any rank has done)."""
@@ -323,7 +357,7 @@ class AsyncRounds(Rounds):
     def __init__(self, run, schedule):
         super().__init__(run, schedule)
         self.transport = run.transport
-        self.learner = AsyncLearner(run.transport)
+        self.learner = AsyncLearner(run.transport, schedule.pace)
         self.coordinator = AsyncCoordinator(run.engine.coordinator, self.learner) if run.rank == 0 else None
         self.poll, self.poll_seconds = run.config.poll_rows, run.config.poll_seconds
         self.staleness = run.config.staleness
@@ -331,18 +365,28 @@ class AsyncRounds(Rounds):
         self.cut_at = None  # the agreed round of the next cut
         self.violated = None  # the round of this learner's unresolved violation, or at which it joined a resolution
         self.rate = None  # rounds per second of this rank's last block (its polls come every ~poll_seconds)
+        self.results = run.transport.epoch  # the results this rank had taken at its last stop
 
     def next_stop(self, t):
         ck = self.checkpointer
-        stop = min(self.schedule.next_stop(t, protocol=False, pilot=self.run.pilot is not None, pace=True),
-                   (t // self.poll + 1) * self.poll)
+        # a block ends at a multiple of poll_rows: the next, or where rows are cheap and nothing is being
+        # resolved the first at least BLOCK_SECONDS of learning away (quiet: no result taken in the last
+        # block, none awaited, and on rank 0 no resolution under way or queued)
+        polls = 1
+        quiet = (self.transport.epoch == self.results and not self.learner.pending
+                 and (self.coordinator is None or self.coordinator.idle))
+        self.results = self.transport.epoch
+        if self.rate is not None and quiet:
+            polls = max(1, math.ceil(self.rate * BLOCK_SECONDS / self.poll))
+        stop = min(self.schedule.next_stop(t, protocol=False, pilot=self.run.pilot is not None),
+                   (t // self.poll + polls) * self.poll)
         if self.rate is not None:  # a slow rank answers within poll_seconds, not poll_rows of its rounds
             stop = min(stop, t + max(1, int(self.rate * self.poll_seconds)))
         if ck is not None and ck.every:
             stop = min(stop, (t // ck.every + 1) * ck.every)
         if self.cut_at is not None:
             stop = min(stop, self.cut_at)
-        return stop
+        return self.learner.pace_limit(t, stop)
 
     def learn(self, t, stop):
         """Learn rounds (t, stop], through the check points while this learner
@@ -390,9 +434,9 @@ class AsyncRounds(Rounds):
             self.run.wait(lambda: not learner.pending, self.answer, t)  # bounded staleness: the resolution first
         if not learner.pending:
             self.violated = None
-        if self.schedule.is_pace(t):  # a pace round: every rank must have reached the last one
-            self.run.wait(learner.paced, self.answer, t)
-            learner.start_pace()
+        learner.start_paces(t, self.schedule.T)
+        if t < self.schedule.T and learner.pace_limit(t, t + 1) <= t:  # 2R ahead: the next pace round's barrier first
+            self.run.wait(lambda: learner.pace_limit(t, t + 1) > t, self.answer, t)
         if learner.cutting and self.cut_at is None:  # stop until the cut's round is agreed (≥ every rank's)
             while (cut := learner.cut_round()) is None:
                 self.answer(t)
