@@ -15,7 +15,7 @@ the other. Prints, with the command line of each measurement:
    its rank to core 0, both ranks to one core (tests/netns_cluster.py passes
    --bind-to none);
 2. wall time and bytes of a short `mpisgd train` run across the link, static
-   b=8 against dynamic Δ=10 b=8, the dynamic defaults and two partial
+   b=8 against dynamic Δ=10 b=8, the dynamic defaults, the full-sync rule and two partial
    configurations (RCV1-like stream, log loss; medians of --repeats runs, the
    protocols alternating, each wall also as a multiple of static b=8's).
 
@@ -95,8 +95,9 @@ TRAINING = (("none", ["--protocol", "none"]),
             ("static b=8", ["--protocol", "static", "--period", "8"]),
             ("dynamic Δ=10 b=8", ["--protocol", "dynamic", "--period", "8", "--delta", "10"]),
             ("defaults", ["--protocol", "dynamic"]),
-            ("partial θ=0.75 F=57.6", ["--protocol", "dynamic", "--partial", "0.75", "--delta-scale", "57.6"]),
-            ("partial θ=0.9 F=57.6", ["--protocol", "dynamic", "--partial", "0.9", "--delta-scale", "57.6"]))
+            ("full syncs (c = 3.6)", ["--protocol", "dynamic", "--delta-scale", "3.6"]),
+            ("partial θ=0.9 F=12", ["--protocol", "dynamic", "--partial", "0.9", "--delta-scale", "43.2"]),
+            ("partial θ=0.75 F=16", ["--protocol", "dynamic", "--partial", "0.75", "--delta-scale", "57.6"]))
 
 
 def train_table(cluster, rate, rounds, repeats):
