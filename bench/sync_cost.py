@@ -79,6 +79,19 @@ def measure(comm, transport, stream, learners, rounds, syncs, dynamic, q):
             1e6 * np.quantile(python, q))
 
 
+def step_timer():
+    """(times, timed): timed(name, f, *args) calls f(*args) and appends its CPU seconds to times[name]."""
+    times = {}
+
+    def timed(name, f, *args):
+        start = time.process_time()
+        out = f(*args)
+        times.setdefault(name, []).append(time.process_time() - start)
+        return out
+
+    return times, timed
+
+
 def steps(comm, stream, syncs, period, q):
     """CPU µs of each step of a static full sync (pairs exchange) on this rank: quantile q over the syncs."""
     from mpisgd import wire
@@ -92,14 +105,7 @@ def steps(comm, stream, syncs, period, q):
     kept = np.empty(k * wire.sync_block_nbytes(n), dtype=np.uint8)  # every rank's block
     own_block = np.empty(wire.sync_block_nbytes(n), dtype=np.uint8)
     owner = np.zeros(period, dtype=np.int64)
-    times = {}
-    clock = time.process_time
-
-    def timed(name, f, *args):
-        start = clock()
-        out = f(*args)
-        times.setdefault(name, []).append(clock() - start)
-        return out
+    times, timed = step_timer()
 
     for t in range(0, (syncs + 20) * period, period):  # the first 20 warm up
         learners.learn(*stream.rows(t, t + period, [rank]), owner)
@@ -134,14 +140,7 @@ def partial_steps(comm, stream, syncs, rounds, kept, q):
     idx, mine, top = np.empty(n, dtype=np.int32), np.empty(1), np.empty(1)
     values, total = np.empty(n + 1), np.empty(n + 1)
     owner = np.zeros(rounds, dtype=np.int64)
-    times = {}
-    clock = time.process_time
-
-    def timed(name, f, *args):
-        start = clock()
-        out = f(*args)
-        times.setdefault(name, []).append(clock() - start)
-        return out
+    times, timed = step_timer()
 
     for t in range(0, (syncs + 20) * rounds, rounds):  # the first 20 warm up
         learners.learn(*stream.rows(t, t + rounds, [rank]), owner)
