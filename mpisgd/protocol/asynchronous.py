@@ -16,8 +16,8 @@ from mpisgd.errors import MpisgdError
 from mpisgd.protocol.rounds import Rounds
 from mpisgd.wire import BALANCED, CUT, DIST, DONE, EPOCHS, FINISH, FULLSYNC, NEWREF, REQUEST, STOP
 
-# A block's least learning time where rows are cheap: a few hundred µs of rows between polls, far below any
-# network's latency, against some 10 µs of Python and kernel dispatch a block (measured: docs/RESULTS.md)
+# A block's least learning time where rows are cheap and nothing is being resolved: its 10–20 µs of Python and
+# kernel dispatch a small part of it; a quiet rank answers rank 0 at most this late (measured: docs/RESULTS.md)
 BLOCK_SECONDS = 2e-4
 
 
